@@ -1,0 +1,1 @@
+"""Record runs of software agents and govern them: the embeddable core."""
