@@ -1,0 +1,1 @@
+"""Typed records: attrs frozen classes mirroring what is stored, grouped by family."""

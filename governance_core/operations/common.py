@@ -1,0 +1,134 @@
+"""Helpers every operation module shares: loading within the tenant, references, lists."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, TypeVar
+
+from governance_core.converter import from_record, to_record
+from governance_core.envelopes import list_envelope
+from governance_core.errors import InvalidValue, NotFound, UnexpectedRefType
+from governance_core.fields import Fields
+from governance_core.ids import is_pfid
+from governance_core.pagination import parse_page_request, parse_sorting
+from governance_core.registry import Context
+from governance_core.storage.protocol import Filter, Record
+from governance_core.storage.schema import TABLES
+
+__all__ = [
+    "KIND_TABLES",
+    "list_response",
+    "load",
+    "load_record",
+    "resolve_ref",
+    "save",
+    "tenant",
+]
+
+T = TypeVar("T")
+
+KIND_TABLES: dict[str, str] = {
+    "account": "accounts",
+    "admin_user": "admin_users",
+    "admin_user_invite": "admin_user_invites",
+    "api_token": "api_tokens",
+    "person": "people",
+    "team": "teams",
+    "environment": "environments",
+    "risk_profile": "risk_profiles",
+    "agent": "agents",
+    "agent_version": "agent_versions",
+    "agent_schema_version": "agent_schema_versions",
+    "agent_deployment": "agent_deployments",
+    "agent_instance": "agent_instances",
+    "agent_span": "agent_spans",
+    "alert": "alerts",
+}
+"""Each resource kind (its ``type``) and the table that holds it."""
+
+
+def tenant(ctx: Context) -> Filter:
+    """The filter that keeps a query inside the caller's account."""
+    return Filter("account_id", "eq", ctx.account_id)
+
+
+def load_record(ctx: Context, kind: str, record_id: object) -> Record:
+    """The caller's record of ``kind``; a malformed, missing or foreign id is ``not_found``."""
+    if not is_pfid(record_id):
+        raise NotFound(f"{kind} not found")
+    record = ctx.store.get(KIND_TABLES[kind], str(record_id))
+    if record is None or record.get("account_id") != ctx.account_id:
+        raise NotFound(f"{kind} not found")
+    return record
+
+
+def load(ctx: Context, cls: type[T], kind: str, record_id: object) -> T:
+    """The caller's ``kind`` resource as a model (see :func:`load_record`)."""
+    return from_record(cls, load_record(ctx, kind, record_id))
+
+
+def save(ctx: Context, kind: str, model: Any) -> Record:
+    """Store a model in its kind's table; the stored record is returned."""
+    record = to_record(model)
+    ctx.store.put(KIND_TABLES[kind], record)
+    return record
+
+
+def resolve_ref(ctx: Context, fields: Fields, name: str, kind: str, value: str | None) -> Record | None:
+    """The record a body member refers to, or an error on that member.
+
+    A missing id is ``invalid_value``; an id of another kind of resource in the caller's
+    account is ``unexpected_ref_type`` (looked up only on this error path).
+    """
+    if value is None:
+        return None
+    record = ctx.store.get(KIND_TABLES[kind], value)
+    if record is not None and record.get("account_id") == ctx.account_id:
+        return record
+    for other_kind, table in KIND_TABLES.items():
+        if other_kind == kind:
+            continue
+        other = ctx.store.get(table, value)
+        if other is not None and other.get("account_id") == ctx.account_id:
+            fields.wrong_kind(name, kind)
+            return None
+    fields.errors.add(name, InvalidValue(f"{name} does not name an existing {kind}"))
+    return None
+
+
+def ref_error(ctx: Context, name: str, kind: str, value: str) -> InvalidValue | UnexpectedRefType:
+    """The error for a single reference that did not resolve (for non-field contexts)."""
+    fields = Fields({})
+    resolve_ref(ctx, fields, name, kind, value)
+    error = fields.errors.to_error().errors.get(name)
+    return error if isinstance(error, (InvalidValue, UnexpectedRefType)) else InvalidValue(name)
+
+
+def list_response(
+    ctx: Context,
+    fields: Fields,
+    table: str,
+    *,
+    sortable: Collection[str],
+    summarize: Callable[[Record], dict[str, Any]],
+    filters: Sequence[Filter] = (),
+    scoped: bool = True,
+) -> dict[str, Any]:
+    """The common list operation: parse page and sorting, count, fetch a page, summarize it.
+
+    Raises the collected field errors (including any the caller gathered before) first.
+    """
+    page = parse_page_request(fields.data, fields.errors)
+    sorting = parse_sorting(fields.data, sortable, fields.errors)
+    fields.done()
+    assert table in TABLES
+    conditions = [tenant(ctx), *filters] if scoped else list(filters)
+    total = ctx.store.count(table, conditions)
+    records = ctx.store.query(
+        table,
+        conditions,
+        sort=[] if sorting is None else sorting.sort_keys(),
+        offset=page.offset,
+        limit=page.page_size,
+    )
+    return list_envelope([summarize(r) for r in records], page, total, sorting)

@@ -1,0 +1,233 @@
+"""``Governance``: the one object an embedder needs.
+
+It holds the injected parts (store, clock, ids, configuration), authenticates callers, and
+runs operations from the registry with scope checks, idempotency and one transaction each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import attrs
+
+from governance_core import operations as _operations  # noqa: F401 - registers operations
+from governance_core.bulk import BULK, run_bulk
+from governance_core.clock import Clock, SystemClock, format_timestamp, parse_timestamp
+from governance_core.credentials import TOKEN_PREFIX, hash_secret
+from governance_core.errors import BadAuthToken, NotAuthenticated, NotFound, NotPermitted
+from governance_core.fields import Fields
+from governance_core.idempotency import find_replay, fingerprint, remember, resolve_key
+from governance_core.ids import IdFactory
+from governance_core.registry import REGISTRY, Config, Context, Operation, Principal
+from governance_core.storage.protocol import Filter, Store
+from governance_core.storage.sqlite import SQLiteStore
+
+__all__ = ["Bootstrap", "Governance", "Session"]
+
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+@attrs.frozen
+class Bootstrap:
+    """What :meth:`Governance.bootstrap` made; ``token`` is the only copy of the secret."""
+
+    account_id: str
+    admin_user_id: str
+    environment_id: str
+    risk_profile_id: str
+    token: str
+    token_id: str
+
+
+class Governance:
+    """The library's facade over one store.
+
+    ``Governance.open(path)`` opens (or creates) a SQLite store; ``Governance(store=...,
+    clock=..., ids=...)`` injects every part, for tests and for other adapters.
+    """
+
+    def __init__(
+        self,
+        store: Store | None = None,
+        *,
+        clock: Clock = SystemClock,
+        ids: IdFactory | None = None,
+        config: Config | None = None,
+    ) -> None:
+        self.store: Store = store if store is not None else SQLiteStore(":memory:")
+        self.clock = clock
+        self.ids = ids or IdFactory()
+        self.config = config or Config()
+
+    @classmethod
+    def open(cls, path: str | Path, **parts: Any) -> Governance:
+        """A facade over the SQLite store at ``path`` (``":memory:"`` allowed)."""
+        return cls(SQLiteStore(path), **parts)
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def __enter__(self) -> Governance:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- callers -------------------------------------------------------------------------
+    def context(self, principal: Principal | None) -> Context:
+        """A fresh operation context for ``principal``, stamped with the clock's now."""
+        return Context(self.store, self.ids, self.config, principal, self.clock(), self.clock)
+
+    def authenticate(self, token: str | None) -> Principal:
+        """The caller a bearer token stands for, or ``not_authenticated``/``bad_authtoken``."""
+        if not token:
+            raise NotAuthenticated()
+        if not token.startswith(TOKEN_PREFIX):
+            raise BadAuthToken("the access token is malformed")
+        found = self.store.query("api_tokens", [Filter("token_hash", "eq", hash_secret(token))])
+        if not found:
+            raise BadAuthToken()
+        record = found[0]
+        now = self.clock()
+        if record["status"] != "active":
+            raise BadAuthToken(f"the access token is {record['status']}")
+        if record.get("expires_at") and parse_timestamp(record["expires_at"]) <= now:
+            raise BadAuthToken("the access token has expired")
+        account = self.store.get("accounts", record["account_id"])
+        if account is None:
+            raise BadAuthToken()
+        last_used = record.get("last_used_at")
+        if last_used is None or now - parse_timestamp(last_used) >= LAST_USED_RESOLUTION:
+            with self.store.transaction():
+                self.store.put("api_tokens", {**record, "last_used_at": format_timestamp(now)})
+        return Principal(
+            account_id=record["account_id"],
+            partition=account["partition"],
+            scope=record["token_scope"],
+            token_id=record["id"],
+            admin_user_id=record.get("admin_user_id"),
+            agent_id=record.get("agent_id"),
+            environment_id=record.get("environment_id"),
+        )
+
+    def session(self, token: str) -> Session:
+        """Typed access as the holder of ``token``."""
+        return Session(self, self.authenticate(token))
+
+    def as_account(self, account_id: str, *, admin_user_id: str | None = None) -> Session:
+        """Trusted in-process access to an account, without a token (for embedders)."""
+        account = self.store.get("accounts", account_id)
+        if account is None:
+            raise NotFound("account not found")
+        return Session(self, Principal(account_id, account["partition"], "account", None, admin_user_id))
+
+    # -- running operations --------------------------------------------------------------
+    def call(
+        self,
+        operation: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        token: str | None = None,
+        principal: Principal | None = None,
+        idempotency_keys: Iterable[str | None] = (),
+    ) -> dict[str, Any]:
+        """Run ``operation`` (a bulk ``_type`` name) and return its JSON-ready envelope.
+
+        ``params`` holds the path, query and body members together (body bare or
+        ``details``-wrapped). The caller is ``token``, or an already known ``principal``.
+        ``idempotency_keys`` are further places a key was given (a header, a query).
+        Failures raise a :class:`~governance_core.errors.GovernanceError`.
+        """
+        op = REGISTRY.get(operation) if operation != BULK else None
+        if op is None and operation != BULK:
+            raise NotFound(f"unknown operation {operation!r}")
+        if principal is None and (op is None or op.authenticated):
+            principal = self.authenticate(token)
+        if operation == BULK:
+            assert principal is not None
+            return self._bulk(principal, params or {})
+        assert op is not None
+        key = resolve_key(params, idempotency_keys)
+        return self._run(op, principal, params or {}, key)
+
+    def _bulk(self, principal: Principal, params: Mapping[str, Any]) -> dict[str, Any]:
+        def run_item(name: str, item: dict[str, Any], key: str) -> dict[str, Any]:
+            return self._run(REGISTRY[name], principal, item, resolve_key(item))
+
+        return run_bulk(params, run_item)
+
+    def _run(
+        self,
+        op: Operation,
+        principal: Principal | None,
+        params: Mapping[str, Any],
+        key: str | None,
+    ) -> dict[str, Any]:
+        if principal is not None and principal.scope not in op.scopes:
+            raise NotPermitted(f"a {principal.scope} token may not call {op.name}")
+        ctx = self.context(principal)
+        if not op.write:
+            return op.handler(ctx, Fields(params))
+        with self.store.transaction():
+            if key is None or principal is None:
+                return op.handler(ctx, Fields(params))
+            digest = fingerprint(op.name, params)
+            replay = find_replay(ctx, op.name, key, digest)
+            if replay is not None:
+                return replay
+            response = op.handler(ctx, Fields(params))
+            remember(ctx, op.name, key, digest, response)
+            return response
+
+    # -- set-up --------------------------------------------------------------------------
+    def bootstrap(
+        self,
+        *,
+        account_name: str = "Default account",
+        admin_email: str = "admin@example.com",
+        admin_name: str | None = None,
+    ) -> Bootstrap:
+        """Create an account with its admin user, default environment, default risk profile
+        and an account token belonging to that admin user, in one transaction."""
+        from governance_core.operations.accounts import create_account
+
+        with self.store.transaction():
+            made = create_account(
+                self.context(None),
+                account_name=account_name,
+                admin_email=admin_email,
+                admin_name=admin_name,
+            )
+        return Bootstrap(**made)
+
+
+class Session:
+    """Access to one account as one caller, for embedders: ``call`` plus typed helpers."""
+
+    def __init__(self, governance: Governance, principal: Principal) -> None:
+        self.governance = governance
+        self.principal = principal
+
+    @property
+    def account_id(self) -> str:
+        """The account this session acts in."""
+        return self.principal.account_id
+
+    def call(
+        self, operation: str, params: Mapping[str, Any] | None = None, **members: Any
+    ) -> dict[str, Any]:
+        """Run ``operation`` with ``params`` and keyword members; its envelope."""
+        merged = {**(params or {}), **members}
+        return self.governance.call(operation, merged, principal=self.principal)
+
+    def details(self, operation: str, params: Mapping[str, Any] | None = None, **members: Any) -> dict[str, Any]:
+        """Run an operation that answers one resource, and return that resource."""
+        result: dict[str, Any] = self.call(operation, params, **members)["details"]
+        return result

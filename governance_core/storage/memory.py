@@ -1,0 +1,146 @@
+"""The in-memory reference adapter: the executable meaning of the storage contract."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from governance_core.storage._common import check_fields, decode, encode
+from governance_core.storage.protocol import Filter, Record, SortKey
+from governance_core.storage.schema import TABLES
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """Keeps records as JSON text in dictionaries; transactions keep an undo log.
+
+    Null ordering under ``auto`` follows SQLite's (nulls sort lowest) so the two reference
+    adapters agree everywhere; the contract suite does not assume it of other adapters.
+    """
+
+    def __init__(self) -> None:
+        self._tables: dict[str, dict[str, str]] = {name: {} for name in TABLES}
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._undo: dict[tuple[str, str], str | None] = {}
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Serialise writers; undo every change of the outermost block on error."""
+        with self._lock:
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                if self._depth == 1:
+                    self._rollback()
+                raise
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._undo.clear()
+
+    def _rollback(self) -> None:
+        for (table, record_id), previous in self._undo.items():
+            if previous is None:
+                self._tables[table].pop(record_id, None)
+            else:
+                self._tables[table][record_id] = previous
+
+    def _remember(self, table: str, record_id: str) -> None:
+        if self._depth and (table, record_id) not in self._undo:
+            self._undo[(table, record_id)] = self._tables[table].get(record_id)
+
+    def get(self, table: str, record_id: str) -> Record | None:
+        """The record with ``record_id``, or None."""
+        check_fields(table, (), ())
+        with self._lock:
+            text = self._tables[table].get(record_id)
+        return None if text is None else decode(text)
+
+    def put(self, table: str, record: Record) -> None:
+        """Insert or replace the record."""
+        check_fields(table, (), ())
+        text = encode(record)
+        with self.transaction():
+            self._remember(table, record["id"])
+            self._tables[table][record["id"]] = text
+
+    def delete(self, table: str, record_id: str) -> bool:
+        """Delete the record; whether it existed."""
+        check_fields(table, (), ())
+        with self.transaction():
+            if record_id not in self._tables[table]:
+                return False
+            self._remember(table, record_id)
+            del self._tables[table][record_id]
+            return True
+
+    def _matching(self, table: str, filters: Sequence[Filter]) -> list[Record]:
+        with self._lock:
+            texts = list(self._tables[table].values())
+        records = [decode(text) for text in texts]
+        return [r for r in records if all(_matches(r.get(f.field), f) for f in filters)]
+
+    def query(
+        self,
+        table: str,
+        filters: Sequence[Filter] = (),
+        sort: Sequence[SortKey] = (),
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Matching records, sorted, one page of them."""
+        check_fields(table, filters, sort)
+        records = self._matching(table, filters)
+        records.sort(key=lambda r: r["id"])
+        for key in reversed(sort):
+            records.sort(key=lambda r, k=key: _sort_value(r.get(k.field), k), reverse=key.descending)
+        end = None if limit is None else offset + limit
+        return records[offset:end]
+
+    def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
+        """How many records match."""
+        check_fields(table, filters, ())
+        return len(self._matching(table, filters))
+
+    def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
+        """Matching records in id order."""
+        yield from self.query(table, filters)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _matches(value: Any, condition: Filter) -> bool:
+    op, expected = condition.op, condition.value
+    if op == "eq":
+        return value is None if expected is None else value is not None and value == expected
+    if op == "ne":
+        return value is not None if expected is None else value is not None and value != expected
+    if op == "in":
+        return value is not None and value in list(expected)
+    if value is None or expected is None:
+        return False
+    if op == "lt":
+        return bool(value < expected)
+    if op == "le":
+        return bool(value <= expected)
+    if op == "gt":
+        return bool(value > expected)
+    return bool(value >= expected)
+
+
+def _sort_value(value: Any, key: SortKey) -> tuple[int, Any]:
+    # Python sorts are stable and ``reverse`` keeps ties in place, so nulls get a rank that
+    # lands them where asked after the reversal.
+    nulls = key.nulls
+    if nulls == "auto":
+        nulls = "last" if key.descending else "first"
+    null_rank_low = (nulls == "first") != key.descending
+    if value is None:
+        return (0 if null_rank_low else 2, 0)
+    return (1, value)

@@ -1,0 +1,91 @@
+"""The logical schema: every table and the fields adapters must be able to filter and sort on.
+
+Every record is stored whole; the declared fields are also kept where the adapter can index
+them. Adding a field here is a migration each adapter performs by itself on open.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+__all__ = ["SCHEMA_VERSION", "TABLES", "Column", "Table", "column_names"]
+
+ColumnType = Literal["text", "integer", "real"]
+
+
+@attrs.frozen
+class Column:
+    """A declared field of a table."""
+
+    name: str
+    type: ColumnType = "text"
+
+
+@attrs.frozen
+class Table:
+    """A table: its declared fields and the composite indexes worth keeping."""
+
+    name: str
+    columns: tuple[Column, ...]
+    indexes: tuple[tuple[str, ...], ...] = ()
+
+
+def _t(name: str, *fields: str, indexes: tuple[tuple[str, ...], ...] = ()) -> Table:
+    columns = []
+    for field in ("account_id", "inserted_at", *fields):
+        column_name, _, column_type = field.partition(":")
+        columns.append(Column(column_name, column_type or "text"))  # type: ignore[arg-type]
+    return Table(name, tuple(columns), indexes)
+
+
+TABLES: dict[str, Table] = {
+    table.name: table
+    for table in (
+        _t("accounts", "name", "purpose", "promo_code", "website", "partition:integer"),
+        _t("admin_users", "email", "name", "job_title", "last_active_at", "profile_completed_at"),
+        _t("admin_user_invites", "email", "status", "token_hash", "expires_at"),
+        _t(
+            "api_tokens", "token_hash", "status", "token_scope", "last_used_at", "expires_at",
+            "admin_user_id", "agent_id", "environment_id",
+        ),
+        _t("people", "name", "email"),
+        _t("teams", "name"),
+        _t("team_memberships", "team_id", "person_id"),
+        _t("environments", "name", "purpose", "external_identifier", "is_default:integer"),
+        _t("risk_profiles", "name", "is_default:integer"),
+        _t(
+            "agents", "name", "status", "external_identifier", "owner_person_id", "team_id",
+            "risk_profile_id", "last_activity_span_at",
+        ),
+        _t("agent_versions", "agent_id", "external_identifier", "agent_schema_version_id"),
+        _t("agent_schema_versions", "agent_id", "external_identifier", "content_hash"),
+        _t("agent_deployments", "agent_id", "environment_id", "current_version_id"),
+        _t(
+            "agent_instances", "agent_id", "agent_version_id", "agent_deployment_id",
+            "environment_id", "external_identifier", "status", "purpose", "started_at",
+            "finished_at", "last_activity_span_at",
+            indexes=(("agent_id", "status"),),
+        ),
+        _t(
+            "agent_spans", "agent_instance_id", "agent_id", "parent_span_id", "schema_name",
+            "status", "purpose", "started_at", "finished_at",
+            indexes=(("agent_instance_id", "started_at"),),
+        ),
+        _t(
+            "alerts", "agent_instance_id", "agent_id", "environment_id", "name", "status",
+            "severity", "raised_at", "cleared_at",
+            indexes=(("agent_instance_id", "name"),),
+        ),
+        _t("sensitive_values", "owner_id"),
+        _t("idempotency_keys", "operation"),
+    )
+}
+
+SCHEMA_VERSION = 1
+
+
+def column_names(table: str) -> frozenset[str]:
+    """The fields of ``table`` that may be filtered and sorted on (always including ``id``)."""
+    return frozenset({"id", *(c.name for c in TABLES[table].columns)})
