@@ -1,0 +1,53 @@
+"""Sessions: the full test suite, the core's suite without falcon, lint and typing.
+
+``python -m nox`` runs them all (what CI runs); ``python -m nox -s tests`` runs one.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "typing", "tests_core", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+PYTHON = "3.11"
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Every test, with the HTTP extra installed."""
+    session.install("-e", ".[http,test]")
+    session.run("pytest", "-n", "2", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def tests_core(session: nox.Session) -> None:
+    """The core's and the storage adapters' tests in an environment without falcon."""
+    session.install("-e", ".[test]")
+    session.run(
+        "python", "-c",
+        "import importlib.util, sys; sys.exit(importlib.util.find_spec('falcon') is not None)",
+    )
+    session.run("pytest", "-n", "2", "tests/core", "tests/storage", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """Ruff over code, tests, examples and scripts."""
+    session.install("ruff>=0.5")
+    session.run("ruff", "check", ".")
+
+
+@nox.session(python=PYTHON)
+def typing(session: nox.Session) -> None:
+    """mypy --strict over both packages."""
+    session.install("-e", ".[http,test]", "mypy>=1.10")
+    session.run("mypy", "--strict", "governance_core", "governance_http")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """The benchmarks: each prints its figures and a ratio against a baseline run beside it."""
+    session.install("-e", ".[http,test]")
+    for script in ("benchmarks/storage_bench.py", "benchmarks/ingest_bench.py"):
+        session.run("python", script)
