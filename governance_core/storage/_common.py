@@ -1,35 +1,138 @@
-"""Pieces every adapter shares: field checks and the JSON encoding of records."""
+"""Pieces every adapter shares: argument checks, declared-field values and the JSON of records.
+
+The checks make the adapters agree on what they refuse: every one raises ``ValueError`` for an
+unknown table, an undeclared field, a malformed filter, sort key or page, and a record whose
+declared fields hold values of another type than the schema declares.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
-from governance_core.storage.protocol import Filter, Record, SortKey
-from governance_core.storage.schema import TABLES, column_names
+from governance_core.storage.protocol import Filter, FilterOp, NullsOrder, Record, SortKey
+from governance_core.storage.schema import TABLES, Column, ColumnType
 
-__all__ = ["check_fields", "decode", "encode"]
+__all__ = [
+    "check_key",
+    "check_page",
+    "check_query",
+    "column_values",
+    "decode",
+    "encode",
+    "table_columns",
+]
+
+_FILTER_OPS = frozenset(get_args(FilterOp))
+_NULLS_ORDERS = frozenset(get_args(NullsOrder))
+_COLLECTIONS = (list, tuple, set, frozenset)
+_ID = Column("id")
+# A signed 64-bit integer is what SQL databases index; a double holds integers exactly to 2**53.
+_INTEGER_RANGE = range(-(2**63), 2**63)
+_EXACT_REAL = 2**53
 
 
-def check_fields(table: str, filters: Sequence[Filter], sort: Sequence[SortKey]) -> None:
-    """Raise ValueError for an unknown table or a field it does not declare."""
-    if table not in TABLES:
-        raise ValueError(f"unknown table {table!r}")
-    allowed = column_names(table)
-    for name in [f.field for f in filters] + [s.field for s in sort]:
-        if name not in allowed:
-            raise ValueError(f"{table}.{name} is not a declared field")
+def table_columns(table: str) -> dict[str, Column]:
+    """Return the declared fields of ``table`` by name, ``id`` first; ValueError if none."""
+    try:
+        declared = TABLES[table]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown table {table!r}") from None
+    return {"id": _ID, **{column.name: column for column in declared.columns}}
+
+
+def check_key(table: str, record_id: str) -> None:
+    """Raise ValueError for an unknown table or an id that is not a string."""
+    table_columns(table)
+    if not isinstance(record_id, str):
+        raise ValueError(f"an id is a string, not {record_id!r}")
+
+
+def _fits(kind: ColumnType, value: Any) -> bool:
+    if kind == "text":
+        return isinstance(value, str) and (value.isascii() or _utf8(value))
+    if kind == "integer":
+        return isinstance(value, int) and value in _INTEGER_RANGE
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -_EXACT_REAL <= value <= _EXACT_REAL
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _utf8(value: str) -> bool:
+    # Lone surrogates survive JSON's escapes but no database's text type.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_value(table: str, column: Column, value: Any) -> None:
+    if value is not None and not _fits(column.type, value):
+        raise ValueError(f"{table}.{column.name} holds {column.type}, not {value!r}")
+
+
+def column_values(table: str, record: Record) -> list[Any]:
+    """Return the record's declared fields in declaration order (``id`` first), checked by type.
+
+    Booleans count as integers; a missing field is ``None``.
+    """
+    if not isinstance(record, dict):
+        raise ValueError(f"a record is a dict, not {type(record).__name__}")
+    columns = table_columns(table)
+    if not isinstance(record.get("id"), str):
+        raise ValueError("a record needs a string id")
+    values = []
+    for column in columns.values():
+        value = record.get(column.name)
+        _check_value(table, column, value)
+        values.append(value)
+    return values
+
+
+def check_page(offset: int, limit: int | None) -> None:
+    """Raise ValueError unless ``offset`` is an integer >= 0 and ``limit`` None or one >= 0."""
+    for name, value in (("offset", offset), ("limit", 0 if limit is None else limit)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an integer of 0 or more, not {value!r}")
+
+
+def check_query(table: str, filters: Sequence[Filter], sort: Sequence[SortKey] = ()) -> None:
+    """Raise ValueError for an unknown table, an undeclared field or a malformed condition."""
+    columns = table_columns(table)
+    for condition in filters:
+        column = columns.get(condition.field)
+        if column is None:
+            raise ValueError(f"{table}.{condition.field} is not a declared field")
+        if condition.op not in _FILTER_OPS:
+            raise ValueError(f"unknown filter operator {condition.op!r}")
+        if condition.op != "in":
+            _check_value(table, column, condition.value)
+            continue
+        if not isinstance(condition.value, _COLLECTIONS):
+            raise ValueError(f"'in' takes a list of values, not {condition.value!r}")
+        for item in condition.value:
+            _check_value(table, column, item)
+    for key in sort:
+        if key.field not in columns:
+            raise ValueError(f"{table}.{key.field} is not a declared field")
+        if key.nulls not in _NULLS_ORDERS:
+            raise ValueError(f"nulls must be first, last or auto, not {key.nulls!r}")
 
 
 def encode(record: Record) -> str:
-    """The stored text of a record: compact JSON, refusing anything JSON cannot hold."""
-    if not isinstance(record.get("id"), str):
-        raise ValueError("a record needs a string id")
-    return json.dumps(record, separators=(",", ":"), allow_nan=False)
+    """Return the stored text of a record: compact JSON, refusing anything JSON cannot hold."""
+    try:
+        return json.dumps(record, separators=(",", ":"), allow_nan=False)
+    except TypeError as error:
+        raise ValueError(f"a record must hold JSON values only: {error}") from None
 
 
 def decode(text: str) -> Record:
-    """A record from its stored text."""
+    """Return the record a stored text holds."""
     value: dict[str, Any] = json.loads(text)
     return value

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from governance_core.storage._common import check_fields, decode, encode
+from governance_core.storage._common import (
+    check_key,
+    check_page,
+    check_query,
+    column_values,
+    decode,
+    encode,
+)
 from governance_core.storage.protocol import Filter, Record, SortKey
 from governance_core.storage.schema import TABLES
 
@@ -17,8 +24,10 @@ __all__ = ["MemoryStore"]
 class MemoryStore:
     """Keeps records as JSON text in dictionaries; transactions keep an undo log.
 
-    Null ordering under ``auto`` follows SQLite's (nulls sort lowest) so the two reference
-    adapters agree everywhere; the contract suite does not assume it of other adapters.
+    One lock serialises every access, and a transaction holds it throughout, so other threads
+    see only committed data. Null ordering under ``auto`` follows SQLite's (nulls sort lowest)
+    so the two reference adapters agree everywhere; the contract suite does not assume it of
+    other adapters.
     """
 
     def __init__(self) -> None:
@@ -51,27 +60,27 @@ class MemoryStore:
                 self._tables[table][record_id] = previous
 
     def _remember(self, table: str, record_id: str) -> None:
-        if self._depth and (table, record_id) not in self._undo:
+        if (table, record_id) not in self._undo:
             self._undo[(table, record_id)] = self._tables[table].get(record_id)
 
     def get(self, table: str, record_id: str) -> Record | None:
-        """The record with ``record_id``, or None."""
-        check_fields(table, (), ())
+        """Return the record with ``record_id``, or None."""
+        check_key(table, record_id)
         with self._lock:
             text = self._tables[table].get(record_id)
         return None if text is None else decode(text)
 
     def put(self, table: str, record: Record) -> None:
         """Insert or replace the record."""
-        check_fields(table, (), ())
+        column_values(table, record)
         text = encode(record)
         with self.transaction():
             self._remember(table, record["id"])
             self._tables[table][record["id"]] = text
 
     def delete(self, table: str, record_id: str) -> bool:
-        """Delete the record; whether it existed."""
-        check_fields(table, (), ())
+        """Delete the record; return whether it existed."""
+        check_key(table, record_id)
         with self.transaction():
             if record_id not in self._tables[table]:
                 return False
@@ -93,26 +102,31 @@ class MemoryStore:
         offset: int = 0,
         limit: int | None = None,
     ) -> list[Record]:
-        """Matching records, sorted, one page of them."""
-        check_fields(table, filters, sort)
+        """Return the matching records, sorted, one page of them."""
+        check_query(table, filters, sort)
+        check_page(offset, limit)
         records = self._matching(table, filters)
         records.sort(key=lambda r: r["id"])
         for key in reversed(sort):
-            records.sort(key=lambda r, k=key: _sort_value(r.get(k.field), k), reverse=key.descending)
+            records.sort(key=_sort_value(key), reverse=key.descending)
         end = None if limit is None else offset + limit
         return records[offset:end]
 
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
-        """How many records match."""
-        check_fields(table, filters, ())
+        """Count the matching records."""
+        check_query(table, filters)
         return len(self._matching(table, filters))
 
     def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
-        """Matching records in id order."""
+        """Yield the matching records in id order (arguments are checked at once)."""
+        check_query(table, filters)
+        return self._iterate(table, filters)
+
+    def _iterate(self, table: str, filters: Sequence[Filter]) -> Iterator[Record]:
         yield from self.query(table, filters)
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Release nothing: the records live as long as the object."""
 
 
 def _matches(value: Any, condition: Filter) -> bool:
@@ -122,7 +136,7 @@ def _matches(value: Any, condition: Filter) -> bool:
     if op == "ne":
         return value is not None if expected is None else value is not None and value != expected
     if op == "in":
-        return value is not None and value in list(expected)
+        return value is not None and any(item is not None and value == item for item in expected)
     if value is None or expected is None:
         return False
     if op == "lt":
@@ -134,13 +148,16 @@ def _matches(value: Any, condition: Filter) -> bool:
     return bool(value >= expected)
 
 
-def _sort_value(value: Any, key: SortKey) -> tuple[int, Any]:
+def _sort_value(key: SortKey) -> Callable[[Record], tuple[int, Any]]:
     # Python sorts are stable and ``reverse`` keeps ties in place, so nulls get a rank that
     # lands them where asked after the reversal.
     nulls = key.nulls
     if nulls == "auto":
         nulls = "last" if key.descending else "first"
-    null_rank_low = (nulls == "first") != key.descending
-    if value is None:
-        return (0 if null_rank_low else 2, 0)
-    return (1, value)
+    null_rank = 0 if (nulls == "first") != key.descending else 2
+
+    def value(record: Record) -> tuple[int, Any]:
+        field = record.get(key.field)
+        return (null_rank, 0) if field is None else (1, field)
+
+    return value

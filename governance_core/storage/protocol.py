@@ -4,6 +4,18 @@ A record is a JSON-compatible ``dict`` with a string ``id``. Tables and the fiel
 filtered or sorted on are declared once, in :mod:`governance_core.storage.schema`; an adapter
 creates and migrates its own physical schema from those declarations. Typed mapping happens in
 the core, never here.
+
+Every adapter means the same by a query: ``eq``/``ne`` with ``None`` test for null, other
+comparisons never match a null, ``in`` with no values matches nothing, ties in any order are
+broken by ``id`` ascending, text orders by code point, and where ``auto`` nulls sort is the
+adapter's own choice. Every
+adapter raises ``ValueError`` for an unknown table, an undeclared field, an unknown operator or
+nulls order, a negative offset or limit, a record without a string ``id`` or holding what JSON
+cannot, and a declared field (or a filter on it) holding a value of another type than declared
+(``text``: a string; ``integer``: a signed 64-bit integer or a boolean; ``real``: a finite float
+or an integer up to 2**53). A busy database is
+:class:`~governance_core.errors.TemporarilyUnavailable`. The executable form of this contract is
+:class:`governance_core.testing.StoreContract`.
 """
 
 from __future__ import annotations
@@ -44,11 +56,11 @@ class Store(Protocol):
     """What the core needs from storage. Every method is safe to call inside a transaction."""
 
     def transaction(self) -> AbstractContextManager[None]:
-        """A write transaction; nested calls join the outer one. Rolled back on any exception."""
+        """Open a write transaction; nested calls join the outer one; an exception rolls back."""
         ...
 
     def get(self, table: str, record_id: str) -> Record | None:
-        """The record with ``record_id``, or None."""
+        """Return the record with ``record_id``, or None."""
         ...
 
     def put(self, table: str, record: Record) -> None:
@@ -56,7 +68,7 @@ class Store(Protocol):
         ...
 
     def delete(self, table: str, record_id: str) -> bool:
-        """Delete the record; whether it existed."""
+        """Delete the record; return whether it existed."""
         ...
 
     def query(
@@ -67,15 +79,15 @@ class Store(Protocol):
         offset: int = 0,
         limit: int | None = None,
     ) -> list[Record]:
-        """Records matching every filter, in the given order, one page of them."""
+        """Return the records matching every filter, in the given order, one page of them."""
         ...
 
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
-        """How many records match every filter."""
+        """Count the records matching every filter."""
         ...
 
     def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
-        """Every matching record in id order, streamed (for exports and recounts)."""
+        """Yield every matching record in id order, streamed (for exports and recounts)."""
         ...
 
     def close(self) -> None:

@@ -1,7 +1,9 @@
 """The logical schema: every table and the fields adapters must be able to filter and sort on.
 
 Every record is stored whole; the declared fields are also kept where the adapter can index
-them. Adding a field here is a migration each adapter performs by itself on open.
+them. Adding a field here is a migration each adapter performs by itself on open; bump
+``SCHEMA_VERSION`` with it, so that older code refuses a file whose new columns it would leave
+stale.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from typing import Literal
 
 import attrs
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "Column", "Table", "column_names"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "Column", "ColumnType", "Table", "column_names"]
 
 ColumnType = Literal["text", "integer", "real"]
+"""What a declared field holds: text, a 64-bit integer (booleans too) or a float."""
 
 
 @attrs.frozen
@@ -87,5 +90,5 @@ SCHEMA_VERSION = 1
 
 
 def column_names(table: str) -> frozenset[str]:
-    """The fields of ``table`` that may be filtered and sorted on (always including ``id``)."""
+    """Return the fields of ``table`` that may be filtered and sorted on (``id`` included)."""
     return frozenset({"id", *(c.name for c in TABLES[table].columns)})

@@ -17,162 +17,155 @@ from typing import Any
 import sqlite_utils
 
 from governance_core.errors import TemporarilyUnavailable
-from governance_core.storage._common import check_fields, decode, encode
+from governance_core.storage._common import (
+    check_key,
+    check_page,
+    check_query,
+    column_values,
+    decode,
+    encode,
+)
 from governance_core.storage.protocol import Filter, Record, SortKey
-from governance_core.storage.schema import SCHEMA_VERSION, TABLES, Table
+from governance_core.storage.schema import SCHEMA_VERSION, TABLES, ColumnType, Table
 
-__all__ = ["SQLiteStore"]
+__all__ = ["BUSY_TIMEOUT_MS", "RETRY_AFTER_MS", "SQLiteStore"]
 
-_SQL_TYPES = {"text": str, "integer": int, "real": float}
-_OPS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 BUSY_TIMEOUT_MS = 5000
+"""How long a statement waits for another connection's lock before the database counts as busy."""
 RETRY_AFTER_MS = 250
+"""The ``retry_after_ms`` a busy database answers with."""
+
+_SQL_TYPES: dict[ColumnType, type] = {"text": str, "integer": int, "real": float}
+# The JSON types a column's backfill copies; values of any other type stay null, as on a put.
+_JSON_TYPES: dict[ColumnType, tuple[str, ...]] = {
+    "text": ("text",),
+    "integer": ("integer", "true", "false"),
+    "real": ("integer", "real"),
+}
+_OPS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_PAGE = 500
+
+
+class _Link:
+    """One connection and how deeply its user is nested in transactions."""
+
+    __slots__ = ("conn", "depth")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.depth = 0
 
 
 class SQLiteStore:
     """A store in one SQLite file (or ``":memory:"``), safe to share between threads.
 
-    A file gets one connection per thread; ``":memory:"`` has one connection shared under a
-    lock, since each connection to it would see a database of its own.
+    A file gets one connection per thread (a thread's connection is closed once the thread has
+    ended); ``":memory:"`` has one connection shared under a lock, since each connection to it
+    would see a database of its own. ``busy_timeout_ms`` is how long a write waits for another
+    writer before answering :class:`~governance_core.errors.TemporarilyUnavailable`.
     """
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(
+        self, path: str | Path = ":memory:", *, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+    ) -> None:
+        if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int):
+            raise ValueError(f"busy_timeout_ms must be an integer, not {busy_timeout_ms!r}")
         self.path = str(path)
-        self._memory = self.path == ":memory:"
+        self.busy_timeout_ms = max(0, busy_timeout_ms)
         self._local = threading.local()
+        self._links: list[tuple[threading.Thread, _Link]] = []
+        self._links_lock = threading.Lock()
         self._shared_lock = threading.RLock()
-        self._shared: sqlite3.Connection | None = None
-        self._connections: list[sqlite3.Connection] = []
-        self._connections_lock = threading.Lock()
-        with _translated():
-            self._migrate(self._connection())
+        self._shared = _Link(self._connect()) if self.path == ":memory:" else None
+        self._insert_sql = {table.name: _insert_sql(table) for table in TABLES.values()}
+        with self._use() as link:
+            _migrate(link.conn)
 
     # -- connections ---------------------------------------------------------------------
-    def _open(self) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            self.path,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=self.busy_timeout_ms / 1000,
         )
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        if not self._memory:
+        if self.path != ":memory:":
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-        with self._connections_lock:
-            self._connections.append(conn)
         return conn
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._memory:
-            if self._shared is None:
-                self._shared = self._open()
-            return self._shared
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._open()
-            self._local.conn = conn
-            self._local.depth = 0
-        return conn
+    def _thread_link(self) -> _Link:
+        link: _Link | None = getattr(self._local, "link", None)
+        if link is None:
+            link = _Link(self._connect())
+            with self._links_lock:
+                # Threads that have ended keep no connection: servers that start a thread per
+                # request would otherwise run out of file descriptors.
+                for thread, old in [entry for entry in self._links if not entry[0].is_alive()]:
+                    old.conn.close()
+                    self._links.remove((thread, old))
+                self._links.append((threading.current_thread(), link))
+            self._local.link = link
+        return link
 
     @contextmanager
-    def _guard(self) -> Iterator[sqlite3.Connection]:
-        if self._memory:
-            with self._shared_lock:
-                yield self._connection()
-        else:
-            yield self._connection()
-
-    # -- schema --------------------------------------------------------------------------
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        db = sqlite_utils.Database(conn)
-        conn.execute("BEGIN IMMEDIATE")
+    def _use(self) -> Iterator[_Link]:
+        """Lend the caller's connection (the shared one under its lock), translating errors."""
         try:
-            meta = db["_meta"]
-            if not meta.exists():  # type: ignore[union-attr]
-                db["_meta"].create({"key": str, "value": str}, pk="key")  # type: ignore[union-attr]
-            for table in TABLES.values():
-                self._migrate_table(db, table)
-            conn.execute(
-                "INSERT OR REPLACE INTO _meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
+            if self._shared is None:
+                yield self._thread_link()
+            else:
+                with self._shared_lock:
+                    yield self._shared
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode & 0xFF in _BUSY_CODES:
+                raise TemporarilyUnavailable(
+                    "the database is busy, retry shortly", retry_after_ms=RETRY_AFTER_MS
+                ) from error
             raise
-
-    @staticmethod
-    def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
-        handle = db.table(table.name)
-        wanted = {c.name: _SQL_TYPES[c.type] for c in table.columns}
-        if not handle.exists():
-            handle.create({"id": str, "data": str, **wanted}, pk="id", not_null={"data"})
-        else:
-            present = set(handle.columns_dict)
-            for name, kind in wanted.items():
-                if name not in present:
-                    handle.add_column(name, kind)
-                    db.execute(
-                        f"UPDATE [{table.name}] SET [{name}] = json_extract(data, ?)", (f"$.{name}",)
-                    )
-        existing = {tuple(index.columns) for index in handle.indexes}
-        for index in [(c.name,) for c in table.columns] + list(table.indexes):
-            if index not in existing:
-                handle.create_index(list(index), if_not_exists=True)
 
     # -- the port ------------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """``BEGIN IMMEDIATE`` on the outermost call; nested calls join it."""
-        with self._guard() as conn, _translated():
-            depth = getattr(self._local, "depth", 0) if not self._memory else self._memory_depth()
-            self._set_depth(depth + 1)
+        with self._use() as link:
+            outermost = link.depth == 0
+            if outermost:
+                link.conn.execute("BEGIN IMMEDIATE")
+            link.depth += 1
             try:
-                if depth == 0:
-                    conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield
-                except BaseException:
-                    if depth == 0:
-                        conn.execute("ROLLBACK")
-                    raise
-                if depth == 0:
-                    conn.execute("COMMIT")
+                yield
+                if outermost:
+                    link.conn.execute("COMMIT")
+            except BaseException:
+                # A failed COMMIT leaves the transaction open; some errors end it by themselves.
+                if outermost and link.conn.in_transaction:
+                    link.conn.execute("ROLLBACK")
+                raise
             finally:
-                self._set_depth(depth)
-
-    def _memory_depth(self) -> int:
-        return int(getattr(self, "_shared_depth", 0))
-
-    def _set_depth(self, depth: int) -> None:
-        if self._memory:
-            self._shared_depth = depth
-        else:
-            self._local.depth = depth
+                link.depth -= 1
 
     def get(self, table: str, record_id: str) -> Record | None:
-        """The record with ``record_id``, or None."""
-        check_fields(table, (), ())
-        with self._guard() as conn, _translated():
-            row = conn.execute(f"SELECT data FROM [{table}] WHERE id = ?", (record_id,)).fetchone()
+        """Return the record with ``record_id``, or None."""
+        check_key(table, record_id)
+        with self._use() as link:
+            cursor = link.conn.execute(f"SELECT data FROM [{table}] WHERE id = ?", (record_id,))
+            row = cursor.fetchone()
         return None if row is None else decode(row[0])
 
     def put(self, table: str, record: Record) -> None:
         """Insert or replace the record and its declared columns."""
-        check_fields(table, (), ())
-        columns = [c.name for c in TABLES[table].columns]
-        values = [_column_value(record.get(name)) for name in columns]
-        names = ", ".join(f"[{n}]" for n in ["id", "data", *columns])
-        marks = ", ".join("?" for _ in range(len(columns) + 2))
-        with self._guard() as conn, _translated():
-            conn.execute(
-                f"INSERT OR REPLACE INTO [{table}] ({names}) VALUES ({marks})",
-                [record["id"], encode(record), *values],
-            )
+        values = column_values(table, record)
+        values.append(encode(record))
+        with self._use() as link:
+            link.conn.execute(self._insert_sql[table], values)
 
     def delete(self, table: str, record_id: str) -> bool:
-        """Delete the record; whether it existed."""
-        check_fields(table, (), ())
-        with self._guard() as conn, _translated():
-            cursor = conn.execute(f"DELETE FROM [{table}] WHERE id = ?", (record_id,))
+        """Delete the record; return whether it existed."""
+        check_key(table, record_id)
+        with self._use() as link:
+            cursor = link.conn.execute(f"DELETE FROM [{table}] WHERE id = ?", (record_id,))
         return cursor.rowcount > 0
 
     def query(
@@ -183,52 +176,110 @@ class SQLiteStore:
         offset: int = 0,
         limit: int | None = None,
     ) -> list[Record]:
-        """Matching records, sorted, one page of them."""
-        check_fields(table, filters, sort)
+        """Return the matching records, sorted, one page of them."""
+        check_query(table, filters, sort)
+        check_page(offset, limit)
         where, params = _where(filters)
         order = ", ".join([_order(key) for key in sort] + ["id ASC"])
         sql = f"SELECT data FROM [{table}]{where} ORDER BY {order}"
         if limit is not None or offset:
             sql += " LIMIT ? OFFSET ?"
             params += [-1 if limit is None else limit, offset]
-        with self._guard() as conn, _translated():
-            rows = conn.execute(sql, params).fetchall()
+        with self._use() as link:
+            rows = link.conn.execute(sql, params).fetchall()
         return [decode(row[0]) for row in rows]
 
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
-        """How many records match."""
-        check_fields(table, filters, ())
+        """Count the matching records."""
+        check_query(table, filters)
         where, params = _where(filters)
-        with self._guard() as conn, _translated():
-            row = conn.execute(f"SELECT count(*) FROM [{table}]{where}", params).fetchone()
+        with self._use() as link:
+            row = link.conn.execute(f"SELECT count(*) FROM [{table}]{where}", params).fetchone()
         return int(row[0])
 
     def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
-        """Matching records in id order, fetched in pages of 500."""
-        last = ""
+        """Yield the matching records in id order, read 500 at a time as iteration proceeds."""
+        check_query(table, filters)
+        return self._pages(table, list(filters))
+
+    def _pages(self, table: str, filters: list[Filter]) -> Iterator[Record]:
+        page = self.query(table, filters, limit=_PAGE)
         while True:
-            page = self.query(table, [*filters, Filter("id", "gt", last)], limit=500)
             yield from page
-            if len(page) < 500:
+            if len(page) < _PAGE:
                 return
-            last = page[-1]["id"]
+            page = self.query(table, [*filters, Filter("id", "gt", page[-1]["id"])], limit=_PAGE)
 
     def close(self) -> None:
         """Close every connection this store opened."""
-        with self._connections_lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
-        self._shared = None
+        with self._links_lock:
+            for _, link in self._links:
+                link.conn.close()
+            self._links.clear()
+        if self._shared is not None:
+            self._shared.conn.close()
         self._local = threading.local()
 
 
-def _column_value(value: Any) -> Any:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (dict, list)):
-        return None
-    return value
+def _insert_sql(table: Table) -> str:
+    # Columns in the order of ``column_values`` (id, declared fields), then the JSON.
+    names = ["id", *(column.name for column in table.columns), "data"]
+    columns = ", ".join(f"[{name}]" for name in names)
+    marks = ", ".join("?" for _ in names)
+    return f"INSERT OR REPLACE INTO [{table.name}] ({columns}) VALUES ({marks})"
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Create missing tables, columns (backfilled from the JSON) and indexes, in one transaction.
+
+    A file written by a newer schema is refused: this code would leave the newer columns stale.
+    """
+    db = sqlite_utils.Database(conn)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        meta = db.table("_meta")
+        if not meta.exists():
+            meta.create({"key": str, "value": str}, pk="key")
+        row = conn.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchone()
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"the database has schema version {row[0]}, newer than this library's"
+                f" {SCHEMA_VERSION}: upgrade the library to open it"
+            )
+        for table in TABLES.values():
+            _migrate_table(db, table)
+        conn.execute(
+            "INSERT OR REPLACE INTO _meta (key, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
+    handle = db.table(table.name)
+    wanted = {c.name: _SQL_TYPES[c.type] for c in table.columns}
+    if not handle.exists():
+        handle.create({"id": str, "data": str, **wanted}, pk="id", not_null={"data"})
+    else:
+        present = set(handle.columns_dict)
+        for column in table.columns:
+            if column.name in present:
+                continue
+            handle.add_column(column.name, _SQL_TYPES[column.type])
+            json_types = ", ".join(f"'{name}'" for name in _JSON_TYPES[column.type])
+            db.execute(
+                f"UPDATE [{table.name}] SET [{column.name}] = json_extract(data, :path)"
+                f" WHERE json_type(data, :path) IN ({json_types})",
+                {"path": f"$.{column.name}"},
+            )
+    existing = {tuple(index.columns) for index in handle.indexes}
+    for index in [(c.name,) for c in table.columns] + list(table.indexes):
+        if index not in existing:
+            handle.create_index(list(index), if_not_exists=True)
 
 
 def _where(filters: Sequence[Filter]) -> tuple[str, list[Any]]:
@@ -236,19 +287,18 @@ def _where(filters: Sequence[Filter]) -> tuple[str, list[Any]]:
     params: list[Any] = []
     for condition in filters:
         column = f"[{condition.field}]"
-        value = _column_value(condition.value)
         if condition.op == "in":
-            items = [_column_value(v) for v in condition.value]
+            items = list(condition.value)
             if not items:
                 clauses.append("0")
                 continue
             clauses.append(f"{column} IN ({', '.join('?' for _ in items)})")
             params.extend(items)
-        elif value is None and condition.op in ("eq", "ne"):
+        elif condition.value is None and condition.op in ("eq", "ne"):
             clauses.append(f"{column} IS {'NOT ' if condition.op == 'ne' else ''}NULL")
         else:
             clauses.append(f"{column} {_OPS[condition.op]} ?")
-            params.append(value)
+            params.append(condition.value)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
@@ -257,16 +307,3 @@ def _order(key: SortKey) -> str:
     if key.nulls != "auto":
         text += f" NULLS {key.nulls.upper()}"
     return text
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.OperationalError as error:
-        message = str(error).lower()
-        if "locked" in message or "busy" in message:
-            raise TemporarilyUnavailable(
-                "the database is busy, retry shortly", retry_after_ms=RETRY_AFTER_MS
-            ) from error
-        raise
