@@ -1,0 +1,117 @@
+"""Request bodies: read within the size limit, checked for nesting depth, then decoded.
+
+The limits (decisions, section 14) are enforced before any work: a declared ``Content-Length``
+over the limit is refused without reading, a chunked body is read no further than one byte past
+the limit, and the nesting depth is measured on the raw text before the decoder runs, so a
+hostile body can neither fill memory nor exhaust the decoder's recursion.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final
+
+import attrs
+import falcon
+
+from governance_core.errors import BadRequest
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_JSON_DEPTH",
+    "NO_BODY",
+    "BodyLimits",
+    "nesting_exceeds",
+    "read_body",
+]
+
+MAX_BODY_BYTES: Final = 10 * 1024 * 1024
+MAX_JSON_DEPTH: Final = 64
+
+NO_BODY: Final = object()
+"""What :func:`read_body` answers for an absent or empty body (``null`` counts as absent)."""
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_INNERMOST_PAIR = re.compile(r"\[\]|\{\}")
+
+
+@attrs.frozen
+class BodyLimits:
+    """How large and how deeply nested a request body may be."""
+
+    max_bytes: int = MAX_BODY_BYTES
+    max_depth: int = MAX_JSON_DEPTH
+
+
+def nesting_exceeds(text: str, max_depth: int) -> bool:
+    """Tell whether the JSON ``text`` nests arrays and objects more than ``max_depth`` deep.
+
+    Strings are removed, then innermost bracket pairs are peeled off one level per pass (each
+    pass a single regular-expression scan), at most ``max_depth`` passes. Unbalanced brackets
+    are left for the decoder to report.
+    """
+    skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    for _ in range(max_depth):
+        skeleton, peeled = _INNERMOST_PAIR.subn("", skeleton)
+        if not skeleton or not peeled:
+            return False
+    return bool(skeleton)
+
+
+def _is_json(content_type: str | None) -> bool:
+    if content_type is None:
+        return True
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type in ("", "application/json") or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
+def _read_raw(req: falcon.Request, limit: int) -> bytes:
+    length = req.content_length
+    if length is not None:
+        if length > limit:
+            raise falcon.HTTPContentTooLarge(
+                description=f"the request body is larger than {limit} bytes"
+            )
+        return req.bounded_stream.read() if length else b""
+    if "chunked" in (req.get_header("Transfer-Encoding") or "").lower():
+        raw: bytes = req.stream.read(limit + 1)
+        if len(raw) > limit:
+            raise falcon.HTTPContentTooLarge(
+                description=f"the request body is larger than {limit} bytes"
+            )
+        return raw
+    return b""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def read_body(req: falcon.Request, limits: BodyLimits) -> Any:
+    """Return the decoded JSON body of ``req``, or :data:`NO_BODY`.
+
+    Raises 413 for a body over the size limit and ``bad_request`` for a body that is not JSON
+    (by media type or by content) or that nests deeper than allowed.
+    """
+    raw = _read_raw(req, limits.max_bytes)
+    if not raw.strip():
+        return NO_BODY
+    if not _is_json(req.content_type):
+        raise BadRequest(
+            f"the request body must be JSON (application/json), not {req.content_type}"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("the request body is not valid UTF-8") from None
+    if nesting_exceeds(text, limits.max_depth):
+        raise BadRequest(f"the request body nests more than {limits.max_depth} levels deep")
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as error:
+        raise BadRequest(f"the request body is not valid JSON: {error}") from None
+    return NO_BODY if value is None else value

@@ -1,0 +1,69 @@
+"""The one resource that serves every operation route, driven by the route table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import falcon
+
+from governance_core.fields import BODY
+from governance_core.service import Governance
+from governance_http.auth import bearer_token
+from governance_http.body import NO_BODY, BodyLimits, read_body
+from governance_http.params import parse_query
+from governance_http.routes import Route
+
+__all__ = ["IDEMPOTENCY_HEADER", "OperationResource", "request_members"]
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_KEY = "idempotency_key"
+
+
+def request_members(
+    path: Mapping[str, str], query: Mapping[str, Any], body: Any
+) -> dict[str, Any]:
+    """Path, query and body members as one mapping for the core.
+
+    A JSON object body is merged over the query; any other JSON value is the member ``_body``.
+    Path members win over both, also inside a ``details`` wrapper, so a body can never
+    redirect an operation to another resource than the one its path names.
+    """
+    members: dict[str, Any] = dict(query)
+    if isinstance(body, dict):
+        members.update(body)
+    elif body is not NO_BODY:
+        members[BODY] = body
+    members.update(path)
+    details = members.get("details")
+    if isinstance(details, dict) and any(name in details for name in path):
+        members["details"] = {**details, **{k: v for k, v in path.items() if k in details}}
+    return members
+
+
+class OperationResource:
+    """Serves the routes of one path template: one core operation per HTTP method.
+
+    Only the methods of the given routes get a responder, so falcon answers any other method
+    with 405.
+    """
+
+    def __init__(
+        self, governance: Governance, routes: Sequence[Route], limits: BodyLimits
+    ) -> None:
+        self._governance = governance
+        self._limits = limits
+        self._operations = {route.method: route.operation for route in routes}
+        for method in self._operations:
+            setattr(self, f"on_{method.lower()}", self.respond)
+
+    def respond(self, req: falcon.Request, resp: falcon.Response, **path: str) -> None:
+        """Run the route's operation with the request's members; its envelope is the body."""
+        token = bearer_token(req)
+        query = parse_query(req.query_string)
+        # A repeated query key arrives as a list, which the core refuses by name.
+        keys: list[Any] = [req.get_header(IDEMPOTENCY_HEADER), query.pop(_KEY, None)]
+        members = request_members(path, query, read_body(req, self._limits))
+        resp.media = self._governance.call(
+            self._operations[req.method], members, token=token, idempotency_keys=keys
+        )
