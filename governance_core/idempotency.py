@@ -1,7 +1,9 @@
 """Idempotency keys: a replayed write answers its stored response; a changed one is refused.
 
 Scope is (account, operation, key). Only successes are stored, inside the same transaction as
-the write, so a key is stored if and only if its write is.
+the write, so a key is stored if and only if its write is. A secret a response shows once (a
+new token) is not stored with it: its replay answers the form without the secret (decisions 4:
+only hashes of secrets are stored).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from governance_core.clock import format_timestamp
+from governance_core.credentials import withhold_secrets
 from governance_core.errors import FieldErrors, IdempotencyKeyAlreadyUsed
 from governance_core.fields import flatten_params
 from governance_core.registry import Context
@@ -76,7 +79,7 @@ def find_replay(ctx: Context, operation: str, key: str, digest: str) -> dict[str
 def remember(
     ctx: Context, operation: str, key: str, digest: str, response: dict[str, Any]
 ) -> None:
-    """Store a successful response under its key."""
+    """Store a successful response under its key, without the secrets it shows once."""
     ctx.store.put(
         "idempotency_keys",
         {
@@ -84,7 +87,7 @@ def remember(
             "account_id": ctx.account_id,
             "operation": operation,
             "fingerprint": digest,
-            "response": response,
+            "response": withhold_secrets(response),
             "inserted_at": format_timestamp(ctx.now),
         },
     )

@@ -7,7 +7,7 @@ runs operations from the registry with scope checks, idempotency and one transac
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -16,6 +16,7 @@ import attrs
 
 from governance_core import operations as _operations  # noqa: F401 - registers operations
 from governance_core.bulk import BULK, run_bulk
+from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
 from governance_core.errors import BadAuthToken, NotAuthenticated, NotFound, NotPermitted
@@ -105,8 +106,7 @@ class Governance:
             raise BadAuthToken()
         last_used = record.get("last_used_at")
         if last_used is None or now - parse_timestamp(last_used) >= LAST_USED_RESOLUTION:
-            with self.store.transaction():
-                self.store.put("api_tokens", {**record, "last_used_at": format_timestamp(now)})
+            self._record_use(record["id"], record.get("admin_user_id"), now)
         return Principal(
             account_id=record["account_id"],
             partition=account["partition"],
@@ -116,6 +116,19 @@ class Governance:
             agent_id=record.get("agent_id"),
             environment_id=record.get("environment_id"),
         )
+
+    def _record_use(self, token_id: str, admin_user_id: str | None, now: datetime) -> None:
+        """Stamp the token's ``last_used_at`` and its admin user's ``last_active_at``."""
+        stamp = format_timestamp(now)
+        with self.store.transaction():
+            # Re-read inside the transaction: a suspend or profile update committed since the
+            # token was looked up must not be overwritten by this stamp.
+            token = self.store.get("api_tokens", token_id)
+            if token is not None:
+                self.store.put("api_tokens", {**token, "last_used_at": stamp})
+            admin = self.store.get("admin_users", admin_user_id) if admin_user_id else None
+            if admin is not None:
+                self.store.put("admin_users", {**admin, "last_active_at": stamp})
 
     def session(self, token: str) -> Session:
         """Typed access as the holder of ``token``."""
@@ -186,6 +199,14 @@ class Governance:
             remember(ctx, op.name, key, digest, response)
             return response
 
+    def accept_invite(self, token: str, *, name: str | None = None) -> Issued:
+        """Accept an admin user invite; its token is the credential, no session is needed.
+
+        Answers the new admin user and an account token belonging to them, shown this once.
+        """
+        envelope = self.call("admin_user_invites/accept", {"token": token, "name": name})
+        return Issued(details=envelope["details"], token=envelope["token"])
+
     # -- set-up --------------------------------------------------------------------------
     def bootstrap(
         self,
@@ -208,7 +229,7 @@ class Governance:
         return Bootstrap(**made)
 
 
-class Session:
+class Session(AccountOperations):
     """Access to one account as one caller, for embedders: ``call`` plus typed helpers."""
 
     def __init__(self, governance: Governance, principal: Principal) -> None:
