@@ -8,6 +8,7 @@ import attrs
 
 from governance_core.converter import to_record
 from governance_core.envelopes import details_envelope
+from governance_core.errors import NotFound
 from governance_core.fields import Fields
 from governance_core.models.accounts import Account, AdminUser, Environment, RiskProfile
 from governance_core.operations.api_tokens import issue_token
@@ -15,7 +16,13 @@ from governance_core.operations.common import list_response, load
 from governance_core.registry import Context, Principal, operation
 from governance_core.storage.protocol import Filter, Record
 
-__all__ = ["PURPOSES", "account_details", "account_summary", "create_account"]
+__all__ = [
+    "PURPOSES",
+    "account_details",
+    "account_summary",
+    "create_account",
+    "require_own_account",
+]
 
 PURPOSES = ("business", "personal", "nonprofit", "education", "government")
 SORTABLE = ("id", "name", "inserted_at", "purpose", "promo_code", "website")
@@ -39,6 +46,13 @@ def account_details(account: Account) -> dict[str, Any]:
         "purpose": account.purpose,
         "website": account.website,
     }
+
+
+def require_own_account(ctx: Context, fields: Fields) -> None:
+    """Raise ``not_found`` when a sent ``account_id`` member is not the caller's account."""
+    account_id = fields.raw("account_id")
+    if account_id is not None and account_id != ctx.account_id:
+        raise NotFound("account not found")
 
 
 def switchable_account_ids(ctx: Context, admin_user_id: str | None, email: str | None) -> list[str]:

@@ -2,18 +2,160 @@
 
 from __future__ import annotations
 
-from governance_core.models.accounts import RiskProfile
-from governance_core.registry import Context
+from decimal import Decimal
+from typing import Any
 
-__all__ = ["default_profile"]
+import attrs
+
+from governance_core.converter import from_record
+from governance_core.envelopes import details_envelope
+from governance_core.errors import Conflict, GovernanceError, InvalidAction
+from governance_core.fields import Fields
+from governance_core.models.accounts import RiskProfile
+from governance_core.operations.common import list_response, load, save, tenant
+from governance_core.registry import Context, operation
+from governance_core.rules.risk import DEFAULT_RULESET, Ruleset, parse_ruleset
+from governance_core.storage.protocol import Filter, Record
+
+__all__ = [
+    "default_profile",
+    "profile_ruleset",
+    "risk_profile_details",
+    "ruleset_for",
+]
+
+SORTABLE = ("id", "name", "inserted_at")
 
 
 def default_profile(ctx: Context) -> RiskProfile:
-    """A new default profile for the caller's account, holding the library's default ruleset."""
-    from governance_core.rules.risk import DEFAULT_RULESET
-
+    """Make a new default profile for the caller's account, with the default ruleset."""
     return RiskProfile(
         id=ctx.new_id(), account_id=ctx.account_id, name="Default",
         description="The account's default risk profile", ruleset=DEFAULT_RULESET.to_json(),
         is_default=True, inserted_at=ctx.now, updated_at=ctx.now,
     )
+
+
+def _decimals(value: Any) -> Any:
+    # Stored rulesets hold their numbers as exact decimal strings (the converter's form).
+    if isinstance(value, dict):
+        return {key: _decimals(item) for key, item in value.items()}
+    if isinstance(value, str):
+        return Decimal(value)
+    return value
+
+
+def profile_ruleset(profile: RiskProfile) -> Ruleset:
+    """Return the profile's ruleset, read back from its stored form."""
+    return parse_ruleset(_decimals(profile.ruleset))
+
+
+def ruleset_for(ctx: Context, risk_profile_id: str | None) -> Ruleset:
+    """Return the ruleset that scores an agent: its profile's, else the account default's."""
+    if risk_profile_id is not None:
+        record = ctx.store.get("risk_profiles", risk_profile_id)
+        if record is not None and record["account_id"] == ctx.account_id:
+            return profile_ruleset(from_record(RiskProfile, record))
+    defaults = ctx.store.query("risk_profiles", [tenant(ctx), Filter("is_default", "eq", True)])
+    if not defaults:
+        return DEFAULT_RULESET
+    return profile_ruleset(from_record(RiskProfile, defaults[0]))
+
+
+def risk_profile_details(profile: RiskProfile) -> dict[str, Any]:
+    """Return a risk profile as clients see it (summary and details alike)."""
+    return {
+        "id": profile.id,
+        "account_id": profile.account_id,
+        "name": profile.name,
+        "description": profile.description,
+        "ruleset": profile_ruleset(profile).to_json(),
+        "is_default": profile.is_default,
+        "inserted_at": profile.inserted_at,
+        "updated_at": profile.updated_at,
+        "type": "risk_profile",
+    }
+
+
+def _summary(record: Record) -> dict[str, Any]:
+    return risk_profile_details(from_record(RiskProfile, record))
+
+
+def _read_ruleset(fields: Fields) -> Ruleset | None:
+    """Read ``ruleset``, reporting its problems nested under ``ruleset``."""
+    if fields.raw("ruleset") is None:
+        fields.errors.required("ruleset")
+        return None
+    try:
+        return parse_ruleset(fields.raw("ruleset"))
+    except GovernanceError as error:
+        fields.errors.merge("ruleset", error)
+        return None
+
+
+@operation("risk_profiles/list", write=False)
+def list_risk_profiles(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """List risk profiles."""
+    return list_response(ctx, fields, "risk_profiles", sortable=SORTABLE, summarize=_summary)
+
+
+@operation("risk_profiles/show", write=False)
+def show_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Fetch a risk profile."""
+    profile = load(ctx, RiskProfile, "risk_profile", fields.raw("risk_profile_id"))
+    return details_envelope(risk_profile_details(profile))
+
+
+@operation("risk_profiles/create", write=True)
+def create_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Create a risk profile from a name and a ruleset."""
+    name = fields.str("name", required=True, max_length=200)
+    description = fields.str("description", max_length=10_000) or None
+    ruleset = _read_ruleset(fields)
+    fields.done()
+    assert name is not None and ruleset is not None
+    profile = RiskProfile(
+        id=ctx.new_id(), account_id=ctx.account_id, name=name, description=description,
+        ruleset=ruleset.to_json(), inserted_at=ctx.now, updated_at=ctx.now,
+    )
+    save(ctx, "risk_profile", profile)
+    return details_envelope(risk_profile_details(profile))
+
+
+@operation("risk_profiles/update", write=True)
+def update_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Update a risk profile's name, description or ruleset (the default profile too)."""
+    profile = load(ctx, RiskProfile, "risk_profile", fields.raw("risk_profile_id"))
+    changes: dict[str, Any] = {}
+    if fields.has("name"):
+        changes["name"] = fields.str("name", required=True, max_length=200) or profile.name
+    if fields.has("description"):
+        changes["description"] = fields.str("description", max_length=10_000) or None
+    if fields.has("ruleset"):
+        ruleset = _read_ruleset(fields)
+        if ruleset is not None:
+            changes["ruleset"] = ruleset
+    fields.done()
+    if "ruleset" in changes:
+        if changes["ruleset"] == profile_ruleset(profile):
+            del changes["ruleset"]
+        else:
+            changes["ruleset"] = changes["ruleset"].to_json()
+    updated = attrs.evolve(profile, **changes)
+    if updated != profile:
+        updated = attrs.evolve(updated, updated_at=ctx.now)
+        save(ctx, "risk_profile", updated)
+    return details_envelope(risk_profile_details(updated))
+
+
+@operation("risk_profiles/delete", write=True)
+def delete_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Delete a risk profile that is neither the default nor assigned to an agent."""
+    profile = load(ctx, RiskProfile, "risk_profile", fields.raw("risk_profile_id"))
+    if profile.is_default:
+        raise InvalidAction("the account's default risk profile cannot be deleted")
+    assigned = ctx.store.count("agents", [tenant(ctx), Filter("risk_profile_id", "eq", profile.id)])
+    if assigned:
+        raise Conflict(f"the risk profile is assigned to {assigned} agent(s)")
+    ctx.store.delete("risk_profiles", profile.id)
+    return details_envelope(risk_profile_details(profile))

@@ -1,0 +1,70 @@
+"""Admin users: show, and update of the caller's own profile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from governance_core.envelopes import details_envelope
+from governance_core.errors import NotPermitted
+from governance_core.fields import Fields
+from governance_core.models.accounts import AdminUser
+from governance_core.operations.accounts import account_summary, switchable_account_ids
+from governance_core.operations.common import load, save
+from governance_core.registry import Context, operation
+
+__all__ = ["admin_user_details"]
+
+
+def admin_user_details(ctx: Context, user: AdminUser) -> dict[str, Any]:
+    """Return the interface's AdminUser_Details, with the accounts the user can switch to."""
+    switchable = []
+    for account_id in switchable_account_ids(ctx, user.id, user.email):
+        record = ctx.store.get("accounts", account_id)
+        if record is not None:
+            switchable.append(account_summary(record))
+    return {
+        "id": user.id,
+        "account_id": user.account_id,
+        "email": user.email,
+        "name": user.name,
+        "job_title": user.job_title,
+        "last_active_at": user.last_active_at,
+        "profile_completed_at": user.profile_completed_at,
+        "switchable_account_summaries": switchable,
+        "inserted_at": user.inserted_at,
+        "updated_at": user.updated_at,
+        "type": "admin_user",
+    }
+
+
+@operation("admin_users/show", write=False)
+def show_admin_user(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Fetch admin user details."""
+    user = load(ctx, AdminUser, "admin_user", fields.raw("admin_user_id"))
+    return details_envelope(admin_user_details(ctx, user))
+
+
+@operation("admin_users/update", write=True)
+def update_admin_user(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Update an admin user (own profile only)."""
+    assert ctx.principal is not None
+    user = load(ctx, AdminUser, "admin_user", fields.raw("admin_user_id"))
+    if ctx.principal.admin_user_id != user.id:
+        raise NotPermitted("an admin user may update only their own profile")
+    changes: dict[str, Any] = {}
+    if fields.has("name"):
+        name = fields.str("name", required=True, max_length=200)
+        if name is not None:
+            changes["name"] = name
+    if fields.has("job_title"):
+        changes["job_title"] = fields.str("job_title", max_length=200) or None
+    if fields.has("profile_completed_at"):
+        changes["profile_completed_at"] = fields.timestamp("profile_completed_at")
+    fields.done()
+    updated = attrs.evolve(user, **changes)
+    if updated != user:
+        updated = attrs.evolve(updated, updated_at=ctx.now)
+        save(ctx, "admin_user", updated)
+    return details_envelope(admin_user_details(ctx, updated))
