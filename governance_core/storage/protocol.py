@@ -8,14 +8,13 @@ the core, never here.
 Every adapter means the same by a query: ``eq``/``ne`` with ``None`` test for null, other
 comparisons never match a null, ``in`` with no values matches nothing, ties in any order are
 broken by ``id`` ascending, text orders by code point, and where ``auto`` nulls sort is the
-adapter's own choice. Every
-adapter raises ``ValueError`` for an unknown table, an undeclared field, an unknown operator or
-nulls order, a negative offset or limit, a record without a string ``id`` or holding what JSON
-cannot, and a declared field (or a filter on it) holding a value of another type than declared
-(``text``: a string; ``integer``: a signed 64-bit integer or a boolean; ``real``: a finite float
-or an integer up to 2**53). A busy database is
-:class:`~governance_core.errors.TemporarilyUnavailable`. The executable form of this contract is
-:class:`governance_core.testing.StoreContract`.
+adapter's own choice. Every adapter raises ``ValueError`` for an unknown table, an undeclared
+field, an unknown operator or nulls order, a negative offset or limit, a record without a
+string ``id`` or holding what JSON cannot, and a declared field (or a filter on it) holding a
+value of another type than declared (``text``: a string; ``integer``: a signed 64-bit integer
+or a boolean; ``real``: a finite float or an integer up to 2**53). A busy database is
+:class:`~governance_core.errors.TemporarilyUnavailable`. The executable form of this contract
+is :class:`governance_core.testing.StoreContract`.
 """
 
 from __future__ import annotations

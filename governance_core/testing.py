@@ -1,0 +1,469 @@
+"""Test helpers for embedders and adapter authors: the storage contract, fixed clock and ids.
+
+:class:`StoreContract` is the storage port's contract as tests. Subclass it, return a fresh,
+empty store from :meth:`StoreContract.make_store`, and let pytest collect the subclass (its name
+must start with ``Test``)::
+
+    class TestMyStore(StoreContract):
+        def make_store(self) -> Store:
+            return MyStore(dsn="...")
+
+The suite needs no pytest import: it is a plain class with ``setup_method``/``teardown_method``
+and raises ``AssertionError`` with a message, so it also runs under ``python -O``.
+
+:func:`make_governance` gives a bootstrapped :class:`~governance_core.service.Governance` with a
+fixed clock and seeded ids, so tests of code built on the library are deterministic.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from governance_core.clock import FixedClock
+from governance_core.ids import SeededIds
+from governance_core.service import Bootstrap, Governance
+from governance_core.storage.memory import MemoryStore
+from governance_core.storage.protocol import Filter, NullsOrder, Record, SortKey, Store
+
+__all__ = ["FixedClock", "SeededIds", "StoreContract", "make_governance"]
+
+
+def make_governance(
+    store: Store | None = None, *, seed: int = 0, clock: FixedClock | None = None
+) -> tuple[Governance, Bootstrap]:
+    """Return a deterministic facade (a ``MemoryStore`` unless given one) and its bootstrap.
+
+    The facade's clock is ``clock`` (a new :class:`FixedClock` by default) and its ids come
+    from ``SeededIds(seed)``, so the same arguments give the same ids and times (token secrets
+    stay random). The bootstrap holds the account, its admin user, defaults and an account
+    token.
+    """
+    governance = Governance(
+        store if store is not None else MemoryStore(),
+        clock=clock or FixedClock(),
+        ids=SeededIds(seed),
+    )
+    return governance, governance.bootstrap()
+
+
+class _Boom(Exception):
+    """The failure tests raise inside transactions."""
+
+
+class _Abort(BaseException):
+    """A failure that is not an ``Exception`` (as ``KeyboardInterrupt`` is not)."""
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise AssertionError(message)
+
+
+def _equal(actual: object, expected: object, what: str) -> None:
+    _check(actual == expected, f"{what}: expected {expected!r}, got {actual!r}")
+
+
+def _raises(kind: type[BaseException], action: Callable[[], object], what: str) -> None:
+    try:
+        action()
+    except kind:
+        return
+    raise AssertionError(f"{what}: expected {kind.__name__}")
+
+
+def _ids(records: Iterable[Record]) -> list[str]:
+    return [record["id"] for record in records]
+
+
+class StoreContract:
+    """The storage contract as tests; subclasses say how to make a store.
+
+    The tests use the library's own tables (``accounts``, ``teams``, ``environments``), so an
+    adapter runs them on the schema it has to serve.
+    """
+
+    store: Store
+
+    def make_store(self) -> Store:
+        """Return a new, empty store of the adapter under test."""
+        raise NotImplementedError("a StoreContract subclass must define make_store()")
+
+    def setup_method(self, method: object = None) -> None:
+        """Give each test a fresh store."""
+        self.store = self.make_store()
+
+    def teardown_method(self, method: object = None) -> None:
+        """Close the test's store."""
+        self.store.close()
+
+    def put_all(self, table: str, *records: Record) -> None:
+        """Store ``records`` in ``table``, one put each."""
+        for record in records:
+            self.store.put(table, record)
+
+    def query_ids(self, table: str, filters: list[Filter] | None = None, **page: Any) -> list[str]:
+        """Return the ids a query answers, in its order."""
+        return _ids(self.store.query(table, filters or [], **page))
+
+    # -- records ---------------------------------------------------------------------------
+    def test_satisfies_protocol(self) -> None:
+        """The store has every method of the port."""
+        _check(isinstance(self.store, Store), f"{type(self.store).__name__} is not a Store")
+
+    def test_put_get_roundtrip(self) -> None:
+        """A stored record comes back equal; an unknown id is None."""
+        record = {"id": "t1", "account_id": "acc", "name": "Platform", "extra": [1, "two"]}
+        self.store.put("teams", record)
+        _equal(self.store.get("teams", "t1"), record, "get after put")
+        _equal(self.store.get("teams", "missing"), None, "get of an unknown id")
+
+    def test_put_replaces(self) -> None:
+        """A put with a known id replaces the whole record, declared fields included."""
+        self.store.put("accounts", {"id": "a1", "name": "Old", "website": "old.example", "x": 1})
+        self.store.put("accounts", {"id": "a1", "name": "New"})
+        _equal(self.store.get("accounts", "a1"), {"id": "a1", "name": "New"}, "replaced record")
+        _equal(self.store.count("accounts"), 1, "count after replacing")
+        _equal(self.query_ids("accounts", [Filter("name", "eq", "Old")]), [], "old value")
+        _equal(self.query_ids("accounts", [Filter("website", "eq", None)]), ["a1"], "dropped field")
+
+    def test_delete(self) -> None:
+        """Delete says whether the record existed, and only that record goes."""
+        self.put_all("teams", {"id": "t1"}, {"id": "t2"})
+        _equal(self.store.delete("teams", "t1"), True, "delete of a stored record")
+        _equal(self.store.delete("teams", "t1"), False, "second delete")
+        _equal(self.store.delete("teams", "never"), False, "delete of an unknown id")
+        _equal(self.store.get("teams", "t1"), None, "get after delete")
+        _equal(self.query_ids("teams"), ["t2"], "what is left")
+
+    def test_tables_are_separate(self) -> None:
+        """The same id in two tables names two records."""
+        self.store.put("teams", {"id": "x", "name": "team"})
+        self.store.put("people", {"id": "x", "name": "person"})
+        self.store.delete("people", "x")
+        _equal(self.store.get("teams", "x"), {"id": "x", "name": "team"}, "the other table")
+
+    def test_records_are_copies(self) -> None:
+        """Mutating a record given to put, or one returned, never changes what is stored."""
+        stored: Record = {"id": "t1", "name": "Platform", "tags": {"list": [1]}}
+        given: Record = {"id": "t1", "name": "Platform", "tags": {"list": [1]}}
+        self.store.put("teams", given)
+        given["name"] = "changed"
+        given["tags"]["list"].append(2)
+        readers: list[Callable[[], Record | None]] = [
+            lambda: self.store.get("teams", "t1"),
+            lambda: self.store.query("teams")[0],
+            lambda: next(iter(self.store.iterate("teams"))),
+        ]
+        for read in readers:
+            returned = read() or {}
+            returned["name"] = "mutated"
+            returned["tags"]["list"].clear()
+            _equal(self.store.get("teams", "t1"), stored, "record after mutating a copy")
+
+    def test_json_types_roundtrip(self) -> None:
+        """Nested objects and lists, booleans, floats, nulls, large integers and any text."""
+        record: Record = {
+            "id": "a1",
+            "name": "Ünïcødé ☃ 😀 \"quoted\" back\\slash\nnew line \x00 nul",
+            "partition": 2**62,
+            "nested": {"list": [1, 2.5, True, False, None, "x", {"deep": [[], {}]}], "empty": {}},
+            "float": 0.1,
+            "tiny": 5e-324,
+            "huge": 1.7976931348623157e308,
+            "negative": -(2**63),
+            "flag": False,
+            "nothing": None,
+            "": "empty key",
+        }
+        self.store.put("accounts", record)
+        got = self.store.get("accounts", "a1") or {}
+        _equal(got, record, "roundtrip")
+        for key in ("flag", "partition", "float", "negative"):
+            _equal(type(got.get(key)), type(record[key]), f"type of {key}")
+        _equal(self.store.query("accounts", [Filter("name", "eq", record["name"])]), [record],
+               "query on unusual text")
+
+    def test_booleans_are_integers(self) -> None:
+        """A boolean in an integer field comes back a boolean and compares as 0 or 1."""
+        self.put_all(
+            "environments",
+            {"id": "e1", "is_default": True},
+            {"id": "e2", "is_default": False},
+            {"id": "e3", "is_default": 2},
+        )
+        _equal(self.store.get("environments", "e1"), {"id": "e1", "is_default": True}, "get")
+        for value, expected in ((True, ["e1"]), (1, ["e1"]), (0, ["e2"]), (False, ["e2"])):
+            found = self.query_ids("environments", [Filter("is_default", "eq", value)])
+            _equal(found, expected, f"is_default eq {value!r}")
+        ordered = self.query_ids("environments", sort=[SortKey("is_default", descending=True)])
+        _equal(ordered, ["e3", "e1", "e2"], "sorted on booleans and integers")
+
+    # -- queries ---------------------------------------------------------------------------
+    def _filter_fixture(self) -> None:
+        self.put_all(
+            "accounts",
+            {"id": "r1", "name": "a", "partition": 1},
+            {"id": "r2", "name": "b", "partition": 2},
+            {"id": "r3", "name": "c", "partition": 3},
+            {"id": "r4", "name": None, "partition": None},
+            {"id": "r5"},
+        )
+
+    def test_query_filters_each_op(self) -> None:
+        """Every operator, with null semantics: only eq/ne None match nulls."""
+        self._filter_fixture()
+        cases: list[tuple[Filter, list[str]]] = [
+            (Filter("name", "eq", "b"), ["r2"]),
+            (Filter("name", "eq", None), ["r4", "r5"]),
+            (Filter("name", "ne", "b"), ["r1", "r3"]),
+            (Filter("name", "ne", None), ["r1", "r2", "r3"]),
+            (Filter("partition", "lt", 2), ["r1"]),
+            (Filter("partition", "le", 2), ["r1", "r2"]),
+            (Filter("partition", "gt", 2), ["r3"]),
+            (Filter("partition", "ge", 2), ["r2", "r3"]),
+            (Filter("name", "lt", "b"), ["r1"]),
+            (Filter("name", "ge", "b"), ["r2", "r3"]),
+            (Filter("name", "in", ["a", "c", None]), ["r1", "r3"]),
+            (Filter("partition", "in", (3, 1)), ["r1", "r3"]),
+            (Filter("name", "in", []), []),
+            (Filter("id", "in", ["r5", "r9"]), ["r5"]),
+            (Filter("id", "gt", "r3"), ["r4", "r5"]),
+        ]
+        cases += [(Filter("partition", op, None), []) for op in ("lt", "le", "gt", "ge")]
+        for condition, expected in cases:
+            _equal(self.query_ids("accounts", [condition]), expected, repr(condition))
+            _equal(self.store.count("accounts", [condition]), len(expected), f"count {condition}")
+
+    def test_filters_combine_with_and(self) -> None:
+        """Several filters must all hold."""
+        self._filter_fixture()
+        both = [Filter("partition", "ge", 1), Filter("name", "ne", "c")]
+        _equal(self.query_ids("accounts", both), ["r1", "r2"], "two filters")
+        _equal(self.store.count("accounts", both), 2, "count with two filters")
+
+    def test_text_orders_by_code_point(self) -> None:
+        """Text compares by code point: no collation, no case folding."""
+        names = {"t1": "a", "t2": "B", "t3": "é", "t4": "😀", "t5": "z", "t6": "aa"}
+        self.put_all("teams", *({"id": key, "name": name} for key, name in names.items()))
+        ordered = self.query_ids("teams", sort=[SortKey("name")])
+        _equal(ordered, ["t2", "t1", "t6", "t5", "t3", "t4"], "code point order")
+        _equal(self.query_ids("teams", [Filter("name", "gt", "z")]), ["t3", "t4"], "gt on text")
+
+    def _sort_fixture(self) -> None:
+        names = {"t1": "b", "t2": None, "t3": "a", "t4": None, "t5": "c", "t6": "a"}
+        for key in ["t5", "t2", "t6", "t1", "t4", "t3"]:
+            self.store.put("teams", {"id": key, "name": names[key]})
+
+    def test_sort_asc_desc_nulls_first_last(self) -> None:
+        """Explicit null placement in both directions; ties by id ascending."""
+        self._sort_fixture()
+        cases: list[tuple[bool, NullsOrder, list[str]]] = [
+            (False, "first", ["t2", "t4", "t3", "t6", "t1", "t5"]),
+            (False, "last", ["t3", "t6", "t1", "t5", "t2", "t4"]),
+            (True, "first", ["t2", "t4", "t5", "t1", "t3", "t6"]),
+            (True, "last", ["t5", "t1", "t3", "t6", "t2", "t4"]),
+        ]
+        for descending, nulls, expected in cases:
+            key = SortKey("name", descending, nulls)
+            _equal(self.query_ids("teams", sort=[key]), expected, repr(key))
+
+    def test_nulls_auto_not_assumed(self) -> None:
+        """Under ``auto`` nulls come together at one end; the rest is in order."""
+        self._sort_fixture()
+        nulls = ["t2", "t4"]
+        ascending = ["t3", "t6", "t1", "t5"]
+        for descending, rest in ((False, ascending), (True, ["t5", "t1", "t3", "t6"])):
+            got = self.query_ids("teams", sort=[SortKey("name", descending)])
+            _check(got in (nulls + rest, rest + nulls), f"auto nulls, desc={descending}: {got}")
+
+    def test_sort_by_several_keys(self) -> None:
+        """Later keys order the ties of earlier ones."""
+        self.put_all(
+            "accounts",
+            {"id": "r1", "partition": 2, "name": "a"},
+            {"id": "r2", "partition": 1, "name": "a"},
+            {"id": "r3", "partition": 2, "name": "b"},
+            {"id": "r4", "partition": 1, "name": "c"},
+        )
+        keys = [SortKey("partition"), SortKey("name", descending=True)]
+        _equal(self.query_ids("accounts", sort=keys), ["r4", "r2", "r3", "r1"], "two keys")
+
+    def test_ties_broken_by_id(self) -> None:
+        """Equal sort values, and no sort at all, come in id order, whatever the insertion order."""
+        for key in ["t3", "t1", "t4", "t2"]:
+            self.store.put("teams", {"id": key, "name": "same"})
+        _equal(self.query_ids("teams"), ["t1", "t2", "t3", "t4"], "no sort")
+        for descending in (False, True):
+            got = self.query_ids("teams", sort=[SortKey("name", descending)])
+            _equal(got, ["t1", "t2", "t3", "t4"], f"ties, descending={descending}")
+        by_id = self.query_ids("teams", sort=[SortKey("id", descending=True)])
+        _equal(by_id, ["t4", "t3", "t2", "t1"], "sorted on id descending")
+
+    def test_offset_limit(self) -> None:
+        """Pages are slices of the full order."""
+        self.put_all("teams", *({"id": f"t{n}", "name": str(9 - n)} for n in range(10)))
+        order = [SortKey("name")]
+        everything = self.query_ids("teams", sort=order)
+        _equal(everything, [f"t{n}" for n in range(9, -1, -1)], "full order")
+        for offset, limit in ((0, 3), (3, 3), (9, 3), (10, 3), (15, 3), (4, None), (2, 0)):
+            got = self.query_ids("teams", sort=order, offset=offset, limit=limit)
+            end = None if limit is None else offset + limit
+            _equal(got, everything[offset:end], f"offset={offset} limit={limit}")
+
+    def test_count(self) -> None:
+        """Count ignores paging and honours filters."""
+        _equal(self.store.count("teams"), 0, "empty table")
+        self.put_all(
+            "teams", *({"id": f"t{n}", "name": "odd" if n % 2 else None} for n in range(7))
+        )
+        _equal(self.store.count("teams"), 7, "all")
+        _equal(self.store.count("teams", [Filter("name", "eq", None)]), 4, "nulls")
+
+    def test_iterate_in_id_order_across_pages(self) -> None:
+        """Iteration yields every match once, in id order, however many there are."""
+        keys = [f"{n:05d}" for n in range(1234)] + ["", "a", "a0", "aa", "b"]
+        shuffled = list(keys)
+        random.Random(0).shuffle(shuffled)
+        with self.store.transaction():
+            for index, key in enumerate(shuffled):
+                self.store.put("accounts", {"id": key, "partition": index % 3})
+        _equal(_ids(self.store.iterate("accounts")), sorted(keys), "all records")
+        some = [Filter("partition", "eq", 1)]
+        expected = _ids(self.store.query("accounts", some))
+        _equal(_ids(self.store.iterate("accounts", some)), expected, "filtered")
+        _equal(expected, sorted(expected), "filtered query order")
+        _equal(len(expected), self.store.count("accounts", some), "filtered count")
+
+    # -- transactions ----------------------------------------------------------------------
+    def test_transaction_commits(self) -> None:
+        """Writes in a transaction are seen inside it and stay after it."""
+        self.store.put("teams", {"id": "old"})
+        with self.store.transaction():
+            self.store.put("teams", {"id": "t1", "name": "one"})
+            self.store.put("teams", {"id": "t2"})
+            self.store.delete("teams", "old")
+            _equal(self.query_ids("teams"), ["t1", "t2"], "inside the transaction")
+            _equal(self.store.count("teams", [Filter("name", "eq", "one")]), 1, "count inside")
+        _equal(self.query_ids("teams"), ["t1", "t2"], "after commit")
+
+    def test_transaction_rolls_back_everything_on_error(self) -> None:
+        """Inserts, replacements and deletes are all undone, and the error passes through."""
+        self.put_all("teams", {"id": "kept", "name": "old"}, {"id": "gone", "name": "g"})
+        for failure in (_Boom("boom"), _Abort("abort")):
+            try:
+                with self.store.transaction():
+                    self.store.put("teams", {"id": "new", "name": "n"})
+                    self.store.put("teams", {"id": "new", "name": "n2"})
+                    self.store.put("teams", {"id": "kept", "name": "new"})
+                    self.store.delete("teams", "gone")
+                    raise failure
+            except (_Boom, _Abort) as raised:
+                _check(raised is failure, f"the transaction replaced the error with {raised!r}")
+            else:
+                raise AssertionError("the transaction swallowed the error")
+            _equal(self.store.get("teams", "new"), None, "inserted record")
+            _equal(self.store.get("teams", "kept"), {"id": "kept", "name": "old"}, "replaced")
+            _equal(self.store.get("teams", "gone"), {"id": "gone", "name": "g"}, "deleted record")
+            _equal(self.store.count("teams", [Filter("name", "eq", "new")]), 0, "declared field")
+        with self.store.transaction():
+            self.store.put("teams", {"id": "after"})
+        _equal(self.query_ids("teams"), ["after", "gone", "kept"], "a transaction after")
+
+    def test_nested_transactions_join_outer(self) -> None:
+        """An inner transaction commits and fails with the outer one; it has no savepoint."""
+        with self.store.transaction():
+            self.store.put("teams", {"id": "outer"})
+            with self.store.transaction():
+                self.store.put("teams", {"id": "inner"})
+        _equal(self.query_ids("teams"), ["inner", "outer"], "both committed")
+
+        def fail_inside() -> None:
+            with self.store.transaction():
+                self.store.put("teams", {"id": "outer2"})
+                with self.store.transaction():
+                    self.store.put("teams", {"id": "inner2"})
+                    raise _Boom()
+
+        _raises(_Boom, fail_inside, "an error in the inner transaction")
+        _equal(self.query_ids("teams"), ["inner", "outer"], "an inner error undoes both")
+
+        with self.store.transaction():
+            self.store.put("teams", {"id": "outer3"})
+            try:
+                with self.store.transaction():
+                    self.store.put("teams", {"id": "inner3"})
+                    raise _Boom()
+            except _Boom:
+                pass
+        expected = ["inner", "inner3", "outer", "outer3"]
+        _equal(self.query_ids("teams"), expected, "an inner error caught by the outer block")
+
+    # -- refusals --------------------------------------------------------------------------
+    def test_unknown_table_rejected(self) -> None:
+        """Every method refuses a table the schema does not declare."""
+        store = self.store
+        actions: dict[str, Callable[[], object]] = {
+            "get": lambda: store.get("nope", "x"),
+            "put": lambda: store.put("nope", {"id": "x"}),
+            "delete": lambda: store.delete("nope", "x"),
+            "query": lambda: store.query("nope"),
+            "count": lambda: store.count("nope"),
+            "iterate": lambda: list(store.iterate("nope")),
+        }
+        for name, action in actions.items():
+            _raises(ValueError, action, f"{name} on an unknown table")
+
+    def test_undeclared_field_rejected(self) -> None:
+        """Filtering or sorting on a field the table does not declare is refused, even if stored."""
+        store = self.store
+        store.put("teams", {"id": "t1", "colour": "red"})
+        where = [Filter("colour", "eq", "red")]
+        actions: dict[str, Callable[[], object]] = {
+            "query filter": lambda: store.query("teams", where),
+            "query sort": lambda: store.query("teams", sort=[SortKey("colour")]),
+            "count": lambda: store.count("teams", where),
+            "iterate": lambda: list(store.iterate("teams", where)),
+            "field of another table": lambda: store.query("teams", [Filter("email", "eq", "x")]),
+        }
+        for name, action in actions.items():
+            _raises(ValueError, action, name)
+
+    def test_malformed_queries_rejected(self) -> None:
+        """Unknown operators and null orders, bad pages and bad ``in`` values are refused."""
+        store = self.store
+        actions: dict[str, Callable[[], object]] = {
+            "operator": lambda: store.query("teams", [Filter("name", "like", "a")]),  # type: ignore[arg-type]
+            "nulls": lambda: store.query("teams", sort=[SortKey("name", False, "middle")]),  # type: ignore[arg-type]
+            "negative offset": lambda: store.query("teams", offset=-1),
+            "negative limit": lambda: store.query("teams", limit=-1),
+            "in with a string": lambda: store.query("teams", [Filter("name", "in", "abc")]),
+            "text field, integer value": lambda: store.query("teams", [Filter("name", "eq", 1)]),
+            "integer field, text value": lambda: store.count(
+                "accounts", [Filter("partition", "lt", "2")]
+            ),
+            "in with a wrong item": lambda: store.query("teams", [Filter("name", "in", ["a", 1])]),
+        }
+        for name, action in actions.items():
+            _raises(ValueError, action, name)
+
+    def test_malformed_records_rejected(self) -> None:
+        """Records without a string id, with non-JSON values or mistyped fields store nothing."""
+        bad: dict[str, Record] = {
+            "no id": {"name": "x"},
+            "integer id": {"id": 5},
+            "text field holding a number": {"id": "a", "name": 5},
+            "text field holding an object": {"id": "a", "name": {"first": "x"}},
+            "integer field holding text": {"id": "a", "partition": "5"},
+            "integer field holding a float": {"id": "a", "partition": 1.5},
+            "integer beyond 64 bits": {"id": "a", "partition": 2**63},
+            "not a number": {"id": "a", "score": float("nan")},
+            "infinity": {"id": "a", "nested": [float("inf")]},
+            "a set": {"id": "a", "tags": {"x"}},
+        }
+        for name, record in bad.items():
+            _raises(ValueError, functools.partial(self.store.put, "accounts", record), name)
+        _equal(self.store.count("accounts"), 0, "records stored despite refusals")
+        _raises(ValueError, lambda: self.store.get("accounts", 5), "get with an integer id")  # type: ignore[arg-type]
