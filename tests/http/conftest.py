@@ -1,0 +1,46 @@
+"""Fixtures of the HTTP tests: an app over an in-memory core and authenticated clients."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import falcon
+import falcon.testing
+import pytest
+
+from governance_core.clock import FixedClock
+from governance_core.ids import SeededIds
+from governance_core.service import Bootstrap, Governance
+from governance_core.storage import MemoryStore
+from governance_http import create_app
+from tests.http.support import Api
+
+
+@pytest.fixture
+def gov() -> Iterator[Governance]:
+    """One store is enough here: the HTTP layer does not depend on the adapter."""
+    governance = Governance(MemoryStore(), clock=FixedClock(), ids=SeededIds(11))
+    yield governance
+    governance.close()
+
+
+@pytest.fixture
+def app(gov: Governance) -> falcon.App[falcon.Request, falcon.Response]:
+    return create_app(gov)
+
+
+@pytest.fixture
+def client(app: falcon.App[falcon.Request, falcon.Response]) -> falcon.testing.TestClient:
+    return falcon.testing.TestClient(app)
+
+
+@pytest.fixture
+def api(client: falcon.testing.TestClient, boot: Bootstrap) -> Api:
+    """The bootstrapped admin's account token."""
+    return Api(client, boot.token)
+
+
+@pytest.fixture
+def anonymous(client: falcon.testing.TestClient) -> Api:
+    """A client that sends no token."""
+    return Api(client, None)
