@@ -39,7 +39,11 @@ def empty_span_counts() -> dict[str, int]:
 
 @attrs.frozen
 class Agent:
-    """An agent. Stored status is pending, active or retired; dormant is computed on read."""
+    """An agent. Stored status is pending, active or retired; dormant is computed on read.
+
+    ``last_instance_at`` is when its latest instance was registered: with
+    ``last_activity_span_at`` it tells how long the agent has been quiet.
+    """
 
     id: str
     account_id: str
@@ -53,6 +57,7 @@ class Agent:
     risk_profile_id: str | None = None
     team_id: str | None = None
     last_activity_span_at: datetime | None = None
+    last_instance_at: datetime | None = None
     instance_counts: dict[str, int] = attrs.field(factory=empty_instance_counts)
 
 
@@ -74,7 +79,10 @@ class AgentVersion:
 
 @attrs.frozen
 class AgentSchemaVersion:
-    """The span type, alert and quality schemas of an agent, found by content."""
+    """The span type, alert and quality schemas of an agent, found by content.
+
+    ``environment_id`` is the environment of the registration that first declared them.
+    """
 
     id: str
     account_id: str
@@ -83,6 +91,7 @@ class AgentSchemaVersion:
     content_hash: str
     inserted_at: datetime
     updated_at: datetime
+    environment_id: str | None = None
     span_type_schemas: dict[str, Any] = attrs.field(factory=dict)
     alert_schemas: dict[str, Any] = attrs.field(factory=dict)
     quality_schemas: dict[str, Any] = attrs.field(factory=dict)

@@ -110,11 +110,12 @@ def allowed(machine: Machine, state: str, trigger: str) -> bool:
 
 
 def advance(machine: Machine, state: str, trigger: str, *, what: str = "resource") -> str:
-    """The state after ``trigger``; ``invalid_action`` when the table has no such transition."""
+    """Return the state after ``trigger``; ``invalid_action`` when the table has none."""
     try:
         return machine[(state, trigger)]
     except KeyError:
-        raise InvalidAction(f"cannot {trigger} a {what} that is {state}") from None
+        article = "an" if what[:1] in "aeiou" else "a"
+        raise InvalidAction(f"cannot {trigger} {article} {what} that is {state}") from None
 
 
 def reinstated_state(instance_total: int) -> str:
