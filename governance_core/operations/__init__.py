@@ -6,6 +6,7 @@ from governance_core.operations import (
     admin_users,
     api_tokens,
     environments,
+    people,
     risk_profiles,
     teams,
 )
@@ -16,6 +17,7 @@ __all__ = [
     "admin_users",
     "api_tokens",
     "environments",
+    "people",
     "risk_profiles",
     "teams",
 ]
