@@ -1,0 +1,1 @@
+"""Pure rules: state tables, risk, cost, templates, sensitive values, available actions."""
