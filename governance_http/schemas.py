@@ -46,7 +46,7 @@ RESOURCE_FIELDS: dict[str, dict[str, str]] = {
         "switchable_account_summaries": "list:obj", **_STAMPS,
     },
     "admin_user_invite": {
-        "id": "id", "account_id": "id", "email": "str", "invite_url": "~str", "token": "~str",
+        "id": "id", "account_id": "id", "email": "str", "invite_url": "str", "token": "str?",
         "status": "str", **_STAMPS,
     },
     "api_token": {
