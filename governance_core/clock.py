@@ -11,7 +11,7 @@ Clock = Callable[[], datetime]
 """A clock is a callable returning an aware UTC datetime."""
 
 
-def SystemClock() -> datetime:  # noqa: N802 - used as a value, reads like a class at call sites
+def SystemClock() -> datetime:
     """The wall clock, in UTC."""
     return datetime.now(UTC)
 
@@ -26,6 +26,7 @@ class FixedClock:
         self.step = step
 
     def __call__(self) -> datetime:
+        """The current time; then the clock moves on by ``step``."""
         current = self.now
         self.now = current + self.step
         return current

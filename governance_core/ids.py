@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Callable
 from datetime import datetime
 
@@ -11,6 +12,7 @@ import pfid
 __all__ = ["IdFactory", "SeededIds", "extract_partition", "is_pfid", "new_partition"]
 
 MAX_PARTITION = 2**30 - 1
+_RANDOM_LIMIT = 2**80
 
 
 def is_pfid(value: object) -> bool:
@@ -24,26 +26,37 @@ def extract_partition(value: str) -> int:
 
 
 class IdFactory:
-    """Makes PFIDs from a clock time and random bytes; inject a seeded one in tests."""
+    """Makes PFIDs from a clock time and random bytes; inject a seeded one in tests.
+
+    Ids are monotonic per partition: within one millisecond (or when the clock steps back)
+    the next id continues from the last one's random part plus one, as monotonic ULIDs do, so
+    id order is creation order.
+    """
 
     def __init__(self, random_bytes: Callable[[int], bytes] = secrets.token_bytes) -> None:
         self._random_bytes = random_bytes
+        self._last: dict[int, tuple[int, int]] = {}
+        self._lock = threading.Lock()
 
     def new(self, partition: int, at: datetime) -> str:
         """A new PFID in ``partition`` stamped with ``at``."""
         millis = int(at.timestamp() * 1000)
-        raw = millis.to_bytes(6, "big") + partition.to_bytes(4, "big") + self._random_bytes(10)
+        with self._lock:
+            last = self._last.get(partition)
+            if last is not None and millis <= last[0]:
+                millis, random_part = last[0], last[1] + 1
+                if random_part >= _RANDOM_LIMIT:
+                    millis, random_part = millis + 1, 0
+            else:
+                random_part = int.from_bytes(self._random_bytes(10), "big")
+            self._last[partition] = (millis, random_part)
+        raw = millis.to_bytes(6, "big") + partition.to_bytes(4, "big")
+        raw += random_part.to_bytes(10, "big")
         return str(pfid.encode(pfid.BinaryPfid(raw)))
 
     def new_partition(self) -> int:
         """A random partition, for a new account."""
         return int.from_bytes(self._random_bytes(4), "big") & MAX_PARTITION
-
-    def token_secret(self) -> str:
-        """The random part of an API or invite token (url-safe, 32 random bytes or more)."""
-        return secrets.token_urlsafe(32) if self._random_bytes is secrets.token_bytes else (
-            self._random_bytes(32).hex()
-        )
 
 
 class SeededIds(IdFactory):

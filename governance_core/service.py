@@ -23,6 +23,7 @@ from governance_core.errors import BadAuthToken, NotAuthenticated, NotFound, Not
 from governance_core.fields import Fields
 from governance_core.idempotency import find_replay, fingerprint, remember, resolve_key
 from governance_core.ids import IdFactory
+from governance_core.recording import Run
 from governance_core.registry import REGISTRY, Config, Context, Operation, Principal
 from governance_core.storage.protocol import Filter, Store
 from governance_core.storage.sqlite import SQLiteStore
@@ -77,7 +78,10 @@ class Governance:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 
@@ -139,7 +143,8 @@ class Governance:
         account = self.store.get("accounts", account_id)
         if account is None:
             raise NotFound("account not found")
-        return Session(self, Principal(account_id, account["partition"], "account", None, admin_user_id))
+        principal = Principal(account_id, account["partition"], "account", None, admin_user_id)
+        return Session(self, principal)
 
     # -- running operations --------------------------------------------------------------
     def call(
@@ -215,8 +220,11 @@ class Governance:
         admin_email: str = "admin@example.com",
         admin_name: str | None = None,
     ) -> Bootstrap:
-        """Create an account with its admin user, default environment, default risk profile
-        and an account token belonging to that admin user, in one transaction."""
+        """Create an account and everything it starts with, in one transaction.
+
+        That is its admin user, a default environment, a default risk profile and an account
+        token belonging to that admin user; the token's secret is returned once, here.
+        """
         from governance_core.operations.accounts import create_account
 
         with self.store.transaction():
@@ -248,7 +256,28 @@ class Session(AccountOperations):
         merged = {**(params or {}), **members}
         return self.governance.call(operation, merged, principal=self.principal)
 
-    def details(self, operation: str, params: Mapping[str, Any] | None = None, **members: Any) -> dict[str, Any]:
+    def details(
+        self, operation: str, params: Mapping[str, Any] | None = None, **members: Any
+    ) -> dict[str, Any]:
         """Run an operation that answers one resource, and return that resource."""
         result: dict[str, Any] = self.call(operation, params, **members)["details"]
         return result
+
+    def run(
+        self,
+        *,
+        agent_version: str | Mapping[str, Any],
+        agent_id: str | None = None,
+        environment_id: str | None = None,
+        schema: Mapping[str, Any] | None = None,
+        purpose: str = "live",
+        external_identifier: str | None = None,
+    ) -> Run:
+        """Return a run to record in a ``with`` block (see :mod:`governance_core.recording`).
+
+        It is registered and started on entering the block and finished on leaving it.
+        """
+        return Run(
+            self, agent_version=agent_version, agent_id=agent_id, environment_id=environment_id,
+            schema=schema, purpose=purpose, external_identifier=external_identifier,
+        )

@@ -1,4 +1,4 @@
-"""Docs and examples are executable: every ```python block in docs/ and every examples/ script runs."""
+"""Docs and examples are executable: each ```python block in docs/, each example script."""
 
 from __future__ import annotations
 

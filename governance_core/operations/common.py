@@ -74,7 +74,9 @@ def save(ctx: Context, kind: str, model: Any) -> Record:
     return record
 
 
-def resolve_ref(ctx: Context, fields: Fields, name: str, kind: str, value: str | None) -> Record | None:
+def resolve_ref(
+    ctx: Context, fields: Fields, name: str, kind: str, value: str | None
+) -> Record | None:
     """The record a body member refers to, or an error on that member.
 
     A missing id is ``invalid_value``; an id of another kind of resource in the caller's

@@ -28,7 +28,8 @@ def _counts(ctx: Context, team_id: str) -> dict[str, int]:
 
 def team_summary(ctx: Context, record: Record) -> dict[str, Any]:
     """The interface's Team summary."""
-    return {"id": record["id"], "name": record["name"], **_counts(ctx, record["id"]), "type": "team"}
+    counts = _counts(ctx, record["id"])
+    return {"id": record["id"], "name": record["name"], **counts, "type": "team"}
 
 
 def team_details(ctx: Context, team: Team) -> dict[str, Any]:

@@ -1,0 +1,40 @@
+import re
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from governance_core.ids import MAX_PARTITION, IdFactory, SeededIds, extract_partition, is_pfid
+
+PFID = re.compile(r"^[0-7][0-9abcdefghjkmnpqrstvwxyz]{31}$")
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@settings(max_examples=50)
+@given(
+    partition=st.integers(0, MAX_PARTITION),
+    steps=st.lists(st.integers(-5, 5), min_size=1, max_size=50),
+)
+def test_ids_are_well_formed_partitioned_and_in_creation_order(
+    partition: int, steps: list[int]
+) -> None:
+    factory = SeededIds(1)
+    at = START
+    made = []
+    for step in steps:
+        at += timedelta(milliseconds=step)
+        made.append(factory.new(partition, at))
+    assert all(PFID.match(i) and is_pfid(i) for i in made)
+    assert all(extract_partition(i) == partition for i in made)
+    assert made == sorted(made)
+    assert len(set(made)) == len(made)
+
+
+def test_seeded_ids_repeat_and_system_ids_differ() -> None:
+    assert SeededIds(4).new(9, START) == SeededIds(4).new(9, START)
+    assert IdFactory().new(9, START) != IdFactory().new(9, START)
+
+
+def test_partition_is_in_range() -> None:
+    factory = IdFactory()
+    assert all(0 <= factory.new_partition() <= MAX_PARTITION for _ in range(100))
