@@ -7,6 +7,7 @@ Members it does not read are ignored; server-managed members are simply never re
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
@@ -39,15 +40,17 @@ def flatten_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
 class Fields:
     """Typed access to request members, collecting field errors as it goes."""
 
-    def __init__(self, params: Mapping[str, Any] | None, errors: FieldErrors | None = None):
+    def __init__(
+        self, params: Mapping[builtins.str, Any] | None, errors: FieldErrors | None = None
+    ):
         self.data = flatten_params(params)
         self.errors = errors or FieldErrors()
 
-    def has(self, name: str) -> bool:
+    def has(self, name: builtins.str) -> builtins.bool:
         """Whether the member was sent at all (``null`` counts as sent)."""
         return name in self.data
 
-    def raw(self, name: str, default: Any = None) -> Any:
+    def raw(self, name: builtins.str, default: Any = None) -> Any:
         """The member as sent."""
         return self.data.get(name, default)
 
@@ -56,7 +59,7 @@ class Fields:
         """A body that was not a JSON object, or None."""
         return self.data.get(BODY)
 
-    def _get(self, name: str, required: bool, nullable: bool) -> Any:
+    def _get(self, name: builtins.str, required: builtins.bool, nullable: builtins.bool) -> Any:
         value = self.data.get(name, _MISSING)
         if value is _MISSING or (value is None and required):
             if required:
@@ -70,16 +73,16 @@ class Fields:
 
     def str(
         self,
-        name: str,
+        name: builtins.str,
         *,
-        required: bool = False,
-        nullable: bool = True,
-        choices: Collection[str] | None = None,
-        max_length: int = 10_000,
-        min_length: int = 0,
-        strip: bool = True,
-        default: str | None = None,
-    ) -> str | None:
+        required: builtins.bool = False,
+        nullable: builtins.bool = True,
+        choices: Collection[builtins.str] | None = None,
+        max_length: builtins.int = 10_000,
+        min_length: builtins.int = 0,
+        strip: builtins.bool = True,
+        default: builtins.str | None = None,
+    ) -> builtins.str | None:
         """A string member; blank counts as missing when required."""
         value = self._get(name, required, nullable)
         if value is _MISSING:
@@ -104,14 +107,14 @@ class Fields:
 
     def int(
         self,
-        name: str,
+        name: builtins.str,
         *,
-        required: bool = False,
-        nullable: bool = True,
-        minimum: int | None = None,
-        maximum: int | None = None,
-        default: int | None = None,
-    ) -> int | None:
+        required: builtins.bool = False,
+        nullable: builtins.bool = True,
+        minimum: builtins.int | None = None,
+        maximum: builtins.int | None = None,
+        default: builtins.int | None = None,
+    ) -> builtins.int | None:
         """An integer member (a numeric string from a query is accepted)."""
         value = self._get(name, required, nullable)
         if value is _MISSING:
@@ -126,7 +129,9 @@ class Fields:
             return default
         return value
 
-    def bool(self, name: str, *, default: bool = False, nullable: bool = True) -> bool:
+    def bool(
+        self, name: builtins.str, *, default: builtins.bool = False, nullable: builtins.bool = True
+    ) -> builtins.bool:
         """A boolean member (``true``/``false`` strings from a query are accepted)."""
         value = self._get(name, False, nullable)
         if value is _MISSING:
@@ -139,7 +144,7 @@ class Fields:
         return value
 
     def timestamp(
-        self, name: str, *, required: bool = False, nullable: bool = True
+        self, name: builtins.str, *, required: builtins.bool = False, nullable: builtins.bool = True
     ) -> datetime | None:
         """An ISO 8601 date-time member, as an aware UTC datetime."""
         value = self._get(name, required, nullable)
@@ -153,7 +158,9 @@ class Fields:
         self.errors.invalid(name, f"{name} must be an ISO 8601 date-time")
         return None
 
-    def id(self, name: str, *, required: bool = False, nullable: bool = True) -> str | None:
+    def id(
+        self, name: builtins.str, *, required: builtins.bool = False, nullable: builtins.bool = True
+    ) -> builtins.str | None:
         """An id member: a well-formed PFID, or an ``invalid_value`` error."""
         value = self._get(name, required, nullable)
         if value is _MISSING:
@@ -163,7 +170,9 @@ class Fields:
             return None
         return str(value)
 
-    def ids(self, name: str, *, required: bool = False) -> list[str] | None:
+    def ids(
+        self, name: builtins.str, *, required: builtins.bool = False
+    ) -> list[builtins.str] | None:
         """A list of ids; each bad item is reported under its index."""
         value = self._get(name, required, True)
         if value is _MISSING:
@@ -171,7 +180,7 @@ class Fields:
         if not isinstance(value, list):
             self.errors.invalid(name, f"{name} must be a list of ids")
             return None
-        good: list[str] = []
+        good: list[builtins.str] = []
         for index, item in enumerate(value):
             if is_pfid(item):
                 if item not in good:
@@ -181,8 +190,8 @@ class Fields:
         return good
 
     def object(
-        self, name: str, *, required: bool = False, nullable: bool = True
-    ) -> dict[str, Any] | None:
+        self, name: builtins.str, *, required: builtins.bool = False, nullable: builtins.bool = True
+    ) -> dict[builtins.str, Any] | None:
         """A JSON object member."""
         value = self._get(name, required, nullable)
         if value is _MISSING:
@@ -192,7 +201,7 @@ class Fields:
             return None
         return value
 
-    def wrong_kind(self, name: str, expected: str) -> None:
+    def wrong_kind(self, name: builtins.str, expected: builtins.str) -> None:
         """Report that the id in ``name`` names another kind of resource than ``expected``."""
         self.errors.add(name, UnexpectedRefType(f"{name} must refer to a {expected}"))
 
