@@ -121,7 +121,7 @@ def test_fuzzed_requests_never_fail_the_server(
 ) -> None:
     client, world, document = target
 
-    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(requests(route, world, document))
     def run(request: dict[str, Any]) -> None:
         headers: dict[str, str] = {"Content-Type": "application/json"}

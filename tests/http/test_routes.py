@@ -9,7 +9,6 @@ from governance_core.bulk import BULK
 from governance_core.registry import REGISTRY
 from governance_core.service import Bootstrap, Governance
 from governance_http import create_app
-from governance_http.openapi import build_document
 from governance_http.routes import ROUTES, Route, served_routes
 from tests.http.support import Api, assert_error
 
@@ -78,7 +77,7 @@ def test_an_unregistered_operation_is_not_served(gov: Governance, boot: Bootstra
     assert served_routes(REGISTRY, [ghost]) == []
     api = Api(falcon.testing.TestClient(create_app(gov, routes=[ghost])), boot.token)
     assert_error(api.get("/ghost"), 404, "not_found")
-    assert ("ghosts/list" in build_document([ghost], REGISTRY)["paths"]) is False
+    assert ghost.path not in api.get("/openapi.json").json["paths"]
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=lambda route: f"{route.method} {route.template}")
