@@ -14,8 +14,10 @@ from typing import Any, Literal
 import attrs
 
 from governance_core.clock import Clock
+from governance_core.encryption import PlainCipher, ValueCipher
 from governance_core.fields import Fields
 from governance_core.ids import IdFactory
+from governance_core.rules.cost import PricingCatalogue, load_catalogue
 from governance_core.storage.protocol import Store
 
 __all__ = [
@@ -58,10 +60,15 @@ class Principal:
 
 @attrs.frozen
 class Config:
-    """Settings an embedder or operator may change; every field has a working default."""
+    """Settings an embedder or operator may change; every field has a working default.
 
-    pricing: Any = None
-    cipher: Any = None
+    ``pricing`` prices token usage on read (default: the packaged LiteLLM snapshot, parsed
+    once per process; ``load_catalogue(overrides)`` adds an override table). ``cipher``
+    encrypts sensitive values at rest (default: none; ``cipher_from_key(key)`` for Fernet).
+    """
+
+    pricing: PricingCatalogue = attrs.field(factory=load_catalogue)
+    cipher: ValueCipher = attrs.field(factory=PlainCipher)
     dormant_after: timedelta = timedelta(days=30)
     invite_ttl: timedelta = timedelta(days=7)
     base_url: str = "http://127.0.0.1:8000"
