@@ -19,12 +19,14 @@ from governance_core.bulk import BULK, run_bulk
 from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
+from governance_core.encryption import cipher_from_key
 from governance_core.errors import BadAuthToken, NotAuthenticated, NotFound, NotPermitted
 from governance_core.fields import Fields
 from governance_core.idempotency import find_replay, fingerprint, remember, resolve_key
 from governance_core.ids import IdFactory
 from governance_core.recording import Run
 from governance_core.registry import REGISTRY, Config, Context, Operation, Principal
+from governance_core.rules.cost import load_catalogue
 from governance_core.storage.protocol import Filter, Store
 from governance_core.storage.sqlite import SQLiteStore
 
@@ -66,9 +68,29 @@ class Governance:
         self.config = config or Config()
 
     @classmethod
-    def open(cls, path: str | Path, **parts: Any) -> Governance:
-        """A facade over the SQLite store at ``path`` (``":memory:"`` allowed)."""
-        return cls(SQLiteStore(path), **parts)
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        encryption_key: str | None = None,
+        price_overrides: Mapping[str, Any] | str | Path | None = None,
+        **parts: Any,
+    ) -> Governance:
+        """A facade over the SQLite store at ``path`` (``":memory:"`` allowed).
+
+        ``encryption_key`` (a Fernet key from :func:`governance_core.encryption.generate_key`,
+        or several separated by commas, the first encrypting) encrypts sensitive values at
+        rest; ``price_overrides`` (a mapping, or the path of a JSON file) is laid over the
+        packaged price snapshot. Each is a shortcut for a :class:`Config` field
+        (``cipher=cipher_from_key(key)``, ``pricing=load_catalogue(overrides)``) and refines
+        a ``config`` given as well.
+        """
+        config: Config = parts.pop("config", None) or Config()
+        if encryption_key is not None:
+            config = attrs.evolve(config, cipher=cipher_from_key(encryption_key))
+        if price_overrides is not None:
+            config = attrs.evolve(config, pricing=load_catalogue(price_overrides))
+        return cls(SQLiteStore(path), config=config, **parts)
 
     def close(self) -> None:
         """Close the store."""
