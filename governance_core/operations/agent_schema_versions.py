@@ -1,0 +1,119 @@
+"""Agent schema versions: list, show, and finding or creating one by content at registration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governance_core.envelopes import details_envelope
+from governance_core.fields import Fields
+from governance_core.models.agents import AgentSchemaVersion
+from governance_core.operations.common import list_response, load_record, save, tenant
+from governance_core.registry import Context, operation
+from governance_core.rules.schemas import DeclaredSchemas
+from governance_core.storage.protocol import Filter, Record
+
+__all__ = [
+    "SORTABLE",
+    "current_deployment_refs",
+    "find_or_create_schema_version",
+    "schema_version_details",
+    "schema_version_full",
+]
+
+SORTABLE = ("id", "inserted_at", "external_identifier")
+
+
+def current_deployment_refs(ctx: Context, schema_version_id: str) -> list[str]:
+    """Return the ids of the deployments whose current version uses this schema version."""
+    versions = ctx.store.query(
+        "agent_versions", [tenant(ctx), Filter("agent_schema_version_id", "eq", schema_version_id)]
+    )
+    if not versions:
+        return []
+    deployments = ctx.store.query(
+        "agent_deployments",
+        [tenant(ctx), Filter("current_version_id", "in", [v["id"] for v in versions])],
+    )
+    return [d["id"] for d in deployments]
+
+
+def schema_version_full(ctx: Context, record: Record) -> dict[str, Any]:
+    """Return the full form (the playground's): every schema map, with its validations."""
+    return {
+        "id": record["id"],
+        "account_id": record["account_id"],
+        "agent_id": record["agent_id"],
+        "external_identifier": record["external_identifier"],
+        "current_agent_deployment_refs": current_deployment_refs(ctx, record["id"]),
+        "span_type_schemas": record["span_type_schemas"],
+        "alert_schemas": record["alert_schemas"],
+        "quality_schemas": record["quality_schemas"],
+        "inserted_at": record["inserted_at"],
+        "updated_at": record["updated_at"],
+        "type": "agent_schema_version",
+    }
+
+
+def schema_version_details(ctx: Context, record: Record) -> dict[str, Any]:
+    """Return the fetch form (AgentSchemaVersion_Details).
+
+    That is the full form plus ``current_version`` (a current version of one of the agent's
+    deployments uses it) and ``environment_id`` (the environment of the registration that
+    first declared it).
+    """
+    full = schema_version_full(ctx, record)
+    return {
+        **full,
+        "current_version": bool(full["current_agent_deployment_refs"]),
+        "environment_id": record.get("environment_id"),
+    }
+
+
+def find_or_create_schema_version(
+    ctx: Context,
+    *,
+    agent_id: str,
+    environment_id: str,
+    external_identifier: str,
+    declared: DeclaredSchemas,
+) -> Record:
+    """Return the agent's schema version with this content, made (and checked) when new.
+
+    The same content registered twice is one schema version, whatever its
+    ``external_identifier`` says the second time.
+    """
+    digest = declared.content_hash()
+    found = ctx.store.query(
+        "agent_schema_versions",
+        [tenant(ctx), Filter("agent_id", "eq", agent_id), Filter("content_hash", "eq", digest)],
+        limit=1,
+    )
+    if found:
+        return found[0]
+    checked = declared.checked()
+    schema_version = AgentSchemaVersion(
+        id=ctx.new_id(), account_id=ctx.account_id, agent_id=agent_id,
+        external_identifier=external_identifier, content_hash=digest, inserted_at=ctx.now,
+        updated_at=ctx.now, environment_id=environment_id, **checked,
+    )
+    return save(ctx, "agent_schema_version", schema_version)
+
+
+@operation("agent_schema_versions/list", write=False)
+def list_schema_versions(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """List agent schema versions; filter ``agent_id``."""
+    filters: list[Filter] = []
+    agent_id = fields.id("agent_id")
+    if agent_id is not None:
+        filters.append(Filter("agent_id", "eq", agent_id))
+    return list_response(
+        ctx, fields, "agent_schema_versions", sortable=SORTABLE, filters=filters,
+        summarize=lambda record: schema_version_details(ctx, record),
+    )
+
+
+@operation("agent_schema_versions/show", write=False)
+def show_schema_version(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Fetch an agent schema version (fetch form)."""
+    record = load_record(ctx, "agent_schema_version", fields.raw("agent_schema_version_id"))
+    return details_envelope(schema_version_details(ctx, record))

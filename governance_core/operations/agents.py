@@ -1,0 +1,249 @@
+"""Agents: list, show, create, update, retire, reinstate, delete."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from governance_core.converter import from_record
+from governance_core.envelopes import details_envelope, list_envelope
+from governance_core.errors import Conflict, InvalidAction
+from governance_core.fields import Fields
+from governance_core.models.accounts import ApiToken
+from governance_core.models.agents import Agent, empty_instance_counts
+from governance_core.operations.common import list_response, load, resolve_ref, save, tenant
+from governance_core.operations.supplied_ids import claim_id, read_supplied_id
+from governance_core.pagination import parse_page_request, parse_sorting
+from governance_core.registry import Context, operation
+from governance_core.rules.actions import AGENT_STATUSES, agent_status, available_actions
+from governance_core.rules.states import AGENT, TOKEN, advance, reinstated_state
+from governance_core.storage.protocol import Filter, Record
+
+__all__ = [
+    "SORTABLE",
+    "agent_details",
+    "check_external_identifier",
+    "instance_counts_output",
+    "last_activity_at",
+    "shown_status",
+]
+
+SORTABLE = ("id", "name", "status", "inserted_at", "last_activity_span_at", "external_identifier")
+NAME_MAX = 200
+IDENTIFIER_MAX = 200
+DESCRIPTION_MAX = 10_000
+REFERENCES = (
+    ("owner_person_id", "person"),
+    ("team_id", "team"),
+    ("risk_profile_id", "risk_profile"),
+)
+
+
+def last_activity_at(agent: Agent) -> datetime | None:
+    """Return the agent's latest sign of life: its latest activity span or registration."""
+    times = [t for t in (agent.last_activity_span_at, agent.last_instance_at) if t is not None]
+    return max(times, default=None)
+
+
+def shown_status(ctx: Context, agent: Agent) -> str:
+    """Return the status the agent shows now (``dormant`` after ``config.dormant_after``)."""
+    return agent_status(agent.status, last_activity_at(agent), ctx.now, ctx.config.dormant_after)
+
+
+def instance_counts_output(counts: dict[str, int]) -> dict[str, int]:
+    """Return stored instance counts with every key, plus ``finished``."""
+    full = {**empty_instance_counts(), **counts}
+    full["finished"] = full["complete"] + full["failed"] + full["cancelled"] + full["terminated"]
+    return full
+
+
+def agent_details(ctx: Context, agent: Agent) -> dict[str, Any]:
+    """Return the interface's Agent_Details (also each row of the list)."""
+    status = shown_status(ctx, agent)
+    counts = instance_counts_output(agent.instance_counts)
+    return {
+        "id": agent.id,
+        "account_id": agent.account_id,
+        "name": agent.name,
+        "description": agent.description,
+        "external_identifier": agent.external_identifier,
+        "status": status,
+        "owner_person_id": agent.owner_person_id,
+        "risk_profile_id": agent.risk_profile_id,
+        "team_id": agent.team_id,
+        "last_activity_span_at": agent.last_activity_span_at,
+        "instance_counts": counts,
+        "available_actions": available_actions(status, counts),
+        "inserted_at": agent.inserted_at,
+        "updated_at": agent.updated_at,
+        "type": "agent",
+    }
+
+
+def check_external_identifier(
+    ctx: Context, external_identifier: str | None, own_id: str | None = None
+) -> None:
+    """Raise ``conflict`` when another agent of the account uses ``external_identifier``."""
+    if external_identifier is None:
+        return
+    same = ctx.store.query(
+        "agents", [tenant(ctx), Filter("external_identifier", "eq", external_identifier)]
+    )
+    if any(record["id"] != own_id for record in same):
+        raise Conflict(f"another agent already has external_identifier {external_identifier!r}")
+
+
+def _read_references(ctx: Context, fields: Fields) -> dict[str, str | None]:
+    """Read the reference members that were sent (null clears), resolved in the account."""
+    references: dict[str, str | None] = {}
+    for name, kind in REFERENCES:
+        if fields.has(name):
+            value = fields.id(name)
+            if value is not None:
+                resolve_ref(ctx, fields, name, kind, value)
+            references[name] = value
+    return references
+
+
+def _read_text(fields: Fields, name: str, max_length: int) -> str | None:
+    """Read an optional text member; blank is stored as null."""
+    return fields.str(name, max_length=max_length) or None
+
+
+@operation("agents/list", write=False)
+def list_agents(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """List agents; filters ``team_id``, ``owner_person_id``, ``risk_profile_id``, ``status``."""
+    filters: list[Filter] = []
+    for name, _ in REFERENCES:
+        value = fields.id(name)
+        if value is not None:
+            filters.append(Filter(name, "eq", value))
+    status = fields.str("status", choices=AGENT_STATUSES)
+    if status in ("active", "dormant"):
+        filters.append(Filter("status", "eq", "active"))
+        return _list_shown(ctx, fields, filters, lambda agent: shown_status(ctx, agent) == status)
+    if status is not None:
+        filters.append(Filter("status", "eq", status))
+    return list_response(
+        ctx, fields, "agents", sortable=SORTABLE, filters=filters,
+        summarize=lambda record: agent_details(ctx, from_record(Agent, record)),
+    )
+
+
+def _list_shown(
+    ctx: Context, fields: Fields, filters: list[Filter], keep: Callable[[Agent], bool]
+) -> dict[str, Any]:
+    # Dormancy depends on the clock, so it cannot be a stored, filterable field: the account's
+    # active agents are read in the asked order and filtered here, then paginated.
+    page = parse_page_request(fields.data, fields.errors)
+    sorting = parse_sorting(fields.data, SORTABLE, fields.errors)
+    fields.done()
+    records = ctx.store.query(
+        "agents", [tenant(ctx), *filters], sort=[] if sorting is None else sorting.sort_keys()
+    )
+    agents = [agent for agent in (from_record(Agent, r) for r in records) if keep(agent)]
+    window = agents[page.offset : page.offset + page.page_size]
+    return list_envelope([agent_details(ctx, a) for a in window], page, len(agents), sorting)
+
+
+@operation("agents/show", write=False)
+def show_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Fetch an agent."""
+    agent = load(ctx, Agent, "agent", fields.raw("agent_id"))
+    return details_envelope(agent_details(ctx, agent))
+
+
+@operation("agents/create", write=True)
+def create_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Create an agent (status pending until its first instance)."""
+    requested = read_supplied_id(ctx, fields)
+    name = fields.str("name", required=True, max_length=NAME_MAX)
+    description = _read_text(fields, "description", DESCRIPTION_MAX)
+    external_identifier = _read_text(fields, "external_identifier", IDENTIFIER_MAX)
+    references = _read_references(ctx, fields)
+    fields.done()
+    assert name is not None
+    check_external_identifier(ctx, external_identifier)
+    agent = Agent(
+        id=claim_id(ctx, requested), account_id=ctx.account_id, name=name, status="pending",
+        inserted_at=ctx.now, updated_at=ctx.now, description=description,
+        external_identifier=external_identifier,
+        owner_person_id=references.get("owner_person_id"),
+        risk_profile_id=references.get("risk_profile_id"),
+        team_id=references.get("team_id"),
+    )
+    save(ctx, "agent", agent)
+    return details_envelope(agent_details(ctx, agent))
+
+
+@operation("agents/update", write=True)
+def update_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Update an agent's name, description, external identifier and references."""
+    agent = load(ctx, Agent, "agent", fields.raw("agent_id"))
+    if not available_actions(agent.status, agent.instance_counts)["update"]:
+        raise InvalidAction("a retired agent cannot be updated; reinstate it first")
+    changes: dict[str, Any] = {}
+    if fields.has("name"):
+        changes["name"] = fields.str("name", required=True, max_length=NAME_MAX)
+    if fields.has("description"):
+        changes["description"] = _read_text(fields, "description", DESCRIPTION_MAX)
+    if fields.has("external_identifier"):
+        changes["external_identifier"] = _read_text(fields, "external_identifier", IDENTIFIER_MAX)
+    changes.update(_read_references(ctx, fields))
+    fields.done()
+    updated = attrs.evolve(agent, **changes)
+    if updated != agent:
+        check_external_identifier(ctx, updated.external_identifier, own_id=agent.id)
+        updated = attrs.evolve(updated, updated_at=ctx.now)
+        save(ctx, "agent", updated)
+    return details_envelope(agent_details(ctx, updated))
+
+
+@operation("agents/retire", write=True)
+def retire_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Retire an agent: it keeps its runs, and new registrations are refused."""
+    agent = load(ctx, Agent, "agent", fields.raw("agent_id"))
+    status = advance(AGENT, agent.status, "retire", what="agent")
+    agent = attrs.evolve(agent, status=status, updated_at=ctx.now)
+    save(ctx, "agent", agent)
+    return details_envelope(agent_details(ctx, agent))
+
+
+@operation("agents/reinstate", write=True)
+def reinstate_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Reinstate a retired agent: active again, or pending when it has no instances."""
+    agent = load(ctx, Agent, "agent", fields.raw("agent_id"))
+    # The table decides whether reinstate may fire; where it lands depends on the counts.
+    advance(AGENT, agent.status, "reinstate", what="agent")
+    status = reinstated_state(agent.instance_counts.get("total", 0))
+    agent = attrs.evolve(agent, status=status, updated_at=ctx.now)
+    save(ctx, "agent", agent)
+    return details_envelope(agent_details(ctx, agent))
+
+
+@operation("agents/delete", write=True)
+def delete_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Delete an agent that never ran, with its deployments; its ingestion tokens are revoked.
+
+    An agent with instances is ``invalid_action`` (retire it instead).
+    """
+    agent = load(ctx, Agent, "agent", fields.raw("agent_id"))
+    if not available_actions(agent.status, agent.instance_counts)["delete"]:
+        raise InvalidAction("an agent with instances cannot be deleted; retire it instead")
+    of_agent = [tenant(ctx), Filter("agent_id", "eq", agent.id)]
+    for deployment in ctx.store.query("agent_deployments", of_agent):
+        ctx.store.delete("agent_deployments", deployment["id"])
+    # A caller may create a new agent with the deleted one's id: its tokens must not come back.
+    for record in ctx.store.query("api_tokens", [*of_agent, Filter("status", "ne", "revoked")]):
+        _revoke(ctx, record)
+    ctx.store.delete("agents", agent.id)
+    return details_envelope(agent_details(ctx, agent))
+
+
+def _revoke(ctx: Context, record: Record) -> None:
+    token = from_record(ApiToken, record)
+    status = advance(TOKEN, token.status, "revoke", what="token")
+    save(ctx, "api_token", attrs.evolve(token, status=status, updated_at=ctx.now))
