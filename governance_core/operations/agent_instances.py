@@ -23,6 +23,7 @@ from governance_core.models.agents import (
     empty_instance_counts,
     empty_span_counts,
 )
+from governance_core.operations.agent_activity import follow_run_activity
 from governance_core.operations.common import list_response, load_record, save, tenant
 from governance_core.registry import ANY_SCOPE, Context, operation
 from governance_core.rules.aggregates import apply_span
@@ -152,6 +153,7 @@ def _cancel_active_spans(ctx: Context, record: Record) -> Record:
         )
         record = apply_span(record, before, after)
     ctx.store.put("agent_instances", record)
+    follow_run_activity(ctx, record["agent_id"], record.get("last_activity_span_at"))
     return record
 
 

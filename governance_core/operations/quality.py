@@ -1,0 +1,87 @@
+"""Quality payloads of a run: ``record_quality``, and the clients' older ``update`` form.
+
+A run holds one quality payload per quality schema name. Each change is also recorded as a
+quality-purpose span (no span metric counts it) whose payload is checked against the quality
+schema of that name. A name the run's schema version does not declare is stored all the same
+and flagged on that span (``schema_known`` false): evaluations are never lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governance_core.envelopes import details_envelope
+from governance_core.errors import InvalidValue
+from governance_core.fields import Fields
+from governance_core.operations.agent_instances import instance_details, load_instance
+from governance_core.operations.span_records import NAME_MAX, system_span
+from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.storage.protocol import Record
+
+__all__ = ["set_quality"]
+
+
+def set_quality(
+    ctx: Context, instance: Record, name: str, payload: dict[str, Any] | None
+) -> Record:
+    """Set (or, with ``payload`` None, remove) the run's quality payload ``name``.
+
+    Writes the quality-purpose span that records it, in the caller's transaction; returns
+    the instance as stored.
+    """
+    payloads = dict(instance.get("quality_payloads") or {})
+    if payload is None:
+        payloads.pop(name, None)
+    else:
+        payloads[name] = payload
+    return system_span(
+        ctx, {**instance, "quality_payloads": payloads}, purpose="quality",
+        group="quality_schemas", name=name, payload=payload or {},
+        result_payload={"event": "removed" if payload is None else "recorded"}, at=ctx.now,
+    )
+
+
+@operation("agent_instances/record_quality", write=True, scopes=ANY_SCOPE)
+def record_quality(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Record a quality payload on a run.
+
+    The body is ``{name, payload}`` (``payload: null`` removes the name), or a bare quality
+    schema name (payload ``{}``).
+    """
+    instance = load_instance(ctx, fields.raw("agent_instance_id"))
+    payload: dict[str, Any] | None
+    if fields.body is not None:
+        bare = fields.body
+        if not isinstance(bare, str) or not bare.strip() or len(bare.strip()) > NAME_MAX:
+            raise InvalidValue("the body must be a quality schema name, or {name, payload}")
+        name: str | None = bare.strip()
+        payload = {}
+    else:
+        name = fields.str("name", required=True, max_length=NAME_MAX)
+        removing = fields.has("payload") and fields.raw("payload") is None
+        payload = None if removing else fields.object("payload") or {}
+    fields.done()
+    assert name is not None
+    return details_envelope(instance_details(ctx, set_quality(ctx, instance, name, payload)))
+
+
+@operation("agent_instances/update", write=True, scopes=ANY_SCOPE)
+def update_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Update a run's quality payloads (the clients' older form).
+
+    ``quality_payload`` maps names to payloads, merged into the run's; a null payload removes
+    its name.
+    """
+    instance = load_instance(ctx, fields.raw("agent_instance_id"))
+    changes: dict[str, Any] = fields.object("quality_payload") or {}
+    for name, payload in changes.items():
+        if not name.strip() or len(name) > NAME_MAX:
+            fields.errors.invalid(
+                ("quality_payload", name), f"a quality name must be 1 to {NAME_MAX} characters"
+            )
+        elif payload is not None and not isinstance(payload, dict):
+            fields.errors.invalid(("quality_payload", name), "a quality payload must be an object")
+    fields.done()
+    for name, payload in changes.items():
+        instance = set_quality(ctx, instance, name, payload)
+    return details_envelope(instance_details(ctx, instance))
