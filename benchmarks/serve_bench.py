@@ -1,0 +1,246 @@
+"""Measure WSGI servers serving our app, to choose the one ``governance serve`` runs.
+
+Each candidate is started on a free loopback port against the same SQLite store (one run
+registered beforehand), warmed up, then driven by a bounded client loop: client processes,
+each with a few threads on persistent connections, send ``--requests`` requests in total,
+alternating ``GET /api/v1/agent_instance/{id}`` and ``POST /api/v1/agent_spans``. It prints
+requests per second for each candidate and the ratio against the best.
+
+    python benchmarks/serve_bench.py [--requests 4000] [--clients 2] [--threads 4] [--rounds 2]
+
+Candidates not installed are skipped (``pip install gunicorn waitress cheroot`` adds the
+others). Loopback only; every server is stopped before the next starts. The client runs on the
+same machine, so absolute figures are lower than a remote client would see; ratios matter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import importlib.util
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from governance_core.service import Governance
+from governance_http.serving import DB_ENVIRONMENT_VARIABLE
+
+HOST = "127.0.0.1"
+FACTORY = "governance_http.serving:wsgi_app"
+WORKERS = os.cpu_count() or 2
+
+CHEROOT = f"""
+import sys
+from cheroot import wsgi
+from governance_http.serving import wsgi_app
+server = wsgi.Server(("{HOST}", int(sys.argv[1])), wsgi_app(), numthreads=8)
+server.start()
+"""
+
+CANDIDATES: dict[str, list[str]] = {
+    f"gunicorn sync x{WORKERS}": [
+        "-m", "gunicorn", "-k", "sync", "-w", str(WORKERS), "-b", f"{HOST}:{{port}}",
+        f"{FACTORY}()",
+    ],
+    f"gunicorn sync x{2 * WORKERS}": [
+        "-m", "gunicorn", "-k", "sync", "-w", str(2 * WORKERS), "-b", f"{HOST}:{{port}}",
+        f"{FACTORY}()",
+    ],
+    f"gunicorn gthread x{WORKERS}, 4 threads": [
+        "-m", "gunicorn", "-k", "gthread", "-w", str(WORKERS), "--threads", "4",
+        "-b", f"{HOST}:{{port}}", f"{FACTORY}()",
+    ],
+    f"granian wsgi x{WORKERS}": [
+        "-m", "granian", "--interface", "wsgi", "--workers", str(WORKERS), "--host", HOST,
+        "--port", "{port}", "--factory", FACTORY, "--log-level", "warning",
+    ],
+    f"granian wsgi x{WORKERS}, 4 blocking threads": [
+        "-m", "granian", "--interface", "wsgi", "--workers", str(WORKERS), "--blocking-threads",
+        "4", "--host", HOST, "--port", "{port}", "--factory", FACTORY, "--log-level", "warning",
+    ],
+    "waitress, 8 threads": [
+        "-m", "waitress", "--threads=8", f"--host={HOST}", "--port={port}", "--call", FACTORY,
+    ],
+    "cheroot, 8 threads": ["-c", CHEROOT, "{port}"],
+}
+
+
+def free_port() -> int:
+    """Return a loopback port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def installed(command: Sequence[str]) -> bool:
+    """Tell whether the server a candidate command runs is importable here."""
+    module = command[1] if command[0] == "-m" else "cheroot"
+    return importlib.util.find_spec(module) is not None
+
+
+def prepare(db: Path) -> tuple[str, str]:
+    """Bootstrap the store and register one run; its token and instance id."""
+    with Governance.open(db) as gov:
+        made = gov.bootstrap()
+        session = gov.session(made.token)
+        agent = session.details("agents/create", {"name": "Bench agent"})
+        instance = session.details("agent_instances/register", {
+            "agent_id": agent["id"],
+            "agent_version": {"name": "Bench", "external_identifier": "v1"},
+            "agent_schema_version": {
+                "external_identifier": "s1",
+                "span_type_schemas": [{"name": "bench:llm", "params_schema": {"type": "object"}}],
+            },
+        })
+        return made.token, instance["id"]
+
+
+def start(argv: Sequence[str], port: int, db: Path) -> subprocess.Popen[bytes]:
+    """Start a candidate and wait until it answers ``/ping``."""
+    command = [sys.executable, *(part.format(port=port) for part in argv)]
+    env = {**os.environ, DB_ENVIRONMENT_VARIABLE: str(db)}
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            connection = http.client.HTTPConnection(HOST, port, timeout=2)
+            connection.request("GET", "/api/v1/ping")
+            if connection.getresponse().status == 200:
+                return process
+        except OSError:
+            time.sleep(0.1)
+    stop(process)
+    raise RuntimeError(f"{command} did not start")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop a candidate and every process it started."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    except ProcessLookupError:
+        pass
+
+
+def drive(port: int, token: str, instance_id: str, count: int, threads: int) -> tuple[int, int]:
+    """Send ``count`` requests from ``threads`` threads; (successes, failures)."""
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    span = json.dumps({"details": {
+        "agent_instance_id": instance_id, "schema_name": "bench:llm", "status": "complete",
+        "payload": {"prompt": "hello"}, "result_payload": {"answer": "hi"},
+    }})
+    tally = [0, 0]
+    lock = threading.Lock()
+
+    def worker(share: int) -> None:
+        connection = http.client.HTTPConnection(HOST, port, timeout=30)
+        ok = failed = 0
+        for index in range(share):
+            if index % 2:
+                method, path, body = "POST", "/api/v1/agent_spans", span
+            else:
+                method, path, body = "GET", f"/api/v1/agent_instance/{instance_id}", None
+            try:
+                connection.request(method, path, body=body, headers=headers)
+                response = connection.getresponse()
+                response.read()
+                if response.status == 200:
+                    ok += 1
+                else:
+                    failed += 1
+                if response.getheader("Connection", "").lower() == "close":
+                    connection.close()
+            except (OSError, http.client.HTTPException):
+                failed += 1
+                connection.close()
+                connection = http.client.HTTPConnection(HOST, port, timeout=30)
+        with lock:
+            tally[0] += ok
+            tally[1] += failed
+
+    pool = [threading.Thread(target=worker, args=(count // threads,)) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return tally[0], tally[1]
+
+
+def _drive_star(args: tuple[int, str, str, int, int]) -> tuple[int, int]:
+    return drive(*args)
+
+
+def measure(
+    port: int, token: str, instance_id: str, requests: int, clients: int, threads: int
+) -> tuple[float, int]:
+    """Return requests per second over ``requests`` requests, and how many failed."""
+    share = (port, token, instance_id, requests // clients, threads)
+    with multiprocessing.get_context("spawn").Pool(clients) as pool:
+        pool.map(_drive_star, [(port, token, instance_id, 200, threads)] * clients)
+        began = time.perf_counter()
+        results = pool.map(_drive_star, [share] * clients)
+        elapsed = time.perf_counter() - began
+    done = sum(ok for ok, _ in results)
+    failed = sum(bad for _, bad in results)
+    return done / elapsed, failed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every candidate ``--rounds`` times; print the best rate of each and its ratio."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=4000)
+    parser.add_argument("--clients", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", action="append", help="run only candidates containing this")
+    args = parser.parse_args(argv)
+    candidates = {
+        name: command for name, command in CANDIDATES.items()
+        if (not args.only or any(part in name for part in args.only)) and installed(command)
+    }
+    for name in CANDIDATES.keys() - candidates.keys():
+        print(f"skipped: {name}")
+    best: dict[str, float] = {}
+    failures: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "bench.db"
+        token, instance_id = prepare(db)
+        for _ in range(args.rounds):
+            for name, command in candidates.items():
+                port = free_port()
+                process = start(command, port, db)
+                try:
+                    rate, failed = measure(
+                        port, token, instance_id, args.requests, args.clients, args.threads
+                    )
+                finally:
+                    stop(process)
+                best[name] = max(best.get(name, 0.0), rate)
+                failures[name] = failures.get(name, 0) + failed
+    top = max(best.values())
+    print(f"{args.requests} requests x {args.rounds} rounds, {args.clients} client processes x "
+          f"{args.threads} threads, GET instance / POST span alternating; best round shown")
+    print(f"{'server':34} {'req/s':>8} {'ratio':>6} {'failed':>7}")
+    for name, rate in sorted(best.items(), key=lambda item: -item[1]):
+        print(f"{name:34} {rate:8.0f} {rate / top:6.2f} {failures[name]:7d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
