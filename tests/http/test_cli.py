@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import queue
-import signal
-import socket
-import subprocess
-import sys
-import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from governance_core.service import Governance
 from governance_http.cli import main
+from tests.http.server import Served
 
 BOOTSTRAP_KEYS = {"account_id", "admin_user_id", "environment_id", "risk_profile_id", "token"}
 
@@ -88,73 +78,6 @@ def test_token_create_reports_refusals(
     assert "validation_errors" in err and "agent_id" in err and "environment_id" in err
     status, _, err = run(capsys, "token", "create", "--db", db, "--account", "0" * 32)
     assert (status, err.strip()) == (1, "error: not_found: account not found")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class Served:
-    """``governance serve`` in a subprocess, with its output collected line by line."""
-
-    def __init__(self, db: Path) -> None:
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "governance_http", "serve", "--db", str(db),
-             "--port", str(self.port), "--workers", "1"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._collect, daemon=True).start()
-
-    def _collect(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line)
-
-    def output_until(self, marker: str, timeout: float = 20) -> list[str]:
-        seen: list[str] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                seen.append(self.lines.get(timeout=0.2))
-            except queue.Empty:
-                continue
-            if marker in seen[-1]:
-                return seen
-        raise AssertionError(f"no {marker!r} in {seen}")
-
-    def request(self, path: str, token: str | None = None) -> tuple[int, Any]:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/api/v1{path}")
-        if token is not None:
-            request.add_header("Authorization", f"Bearer {token}")
-        try:
-            with urllib.request.urlopen(request, timeout=5) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read())
-
-    def wait_ready(self, timeout: float = 20) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if self.request("/ping")[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError("the server did not answer /ping")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
 
 
 @pytest.fixture
