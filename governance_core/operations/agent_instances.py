@@ -25,6 +25,8 @@ from governance_core.models.agents import (
 )
 from governance_core.operations.agent_activity import follow_run_activity
 from governance_core.operations.common import list_response, load_record, save, tenant
+from governance_core.operations.run_insights import run_insights
+from governance_core.operations.run_risk import Rulesets
 from governance_core.registry import ANY_SCOPE, Context, operation
 from governance_core.rules.aggregates import apply_span
 from governance_core.rules.states import INSTANCE, SPAN, advance, allowed
@@ -56,9 +58,15 @@ def span_counts_output(counts: dict[str, int]) -> dict[str, int]:
     return full
 
 
-def instance_details(ctx: Context, record: Record) -> dict[str, Any]:
-    """Return the interface's AgentInstance_Details of a stored instance."""
+def instance_details(
+    ctx: Context, record: Record, rulesets: Rulesets | None = None
+) -> dict[str, Any]:
+    """Return the interface's AgentInstance_Details of a stored instance.
+
+    ``rulesets`` shares risk ruleset lookups across the rows of a list.
+    """
     instance = from_record(AgentInstance, record)
+    insights = run_insights(ctx, record, rulesets)
     return {
         "id": instance.id,
         "account_id": instance.account_id,
@@ -78,11 +86,11 @@ def instance_details(ctx: Context, record: Record) -> dict[str, Any]:
         "updated_at": instance.updated_at,
         "raised_alert_count": instance.raised_alert_count,
         "quality_payloads": instance.quality_payloads,
-        "quality_summaries": {},
+        "quality_summaries": insights["quality_summaries"],
         "span_counts": span_counts_output(instance.span_counts),
         "span_schema_counts": {"by_name": instance.span_schema_counts},
-        "cost_breakdown": None,
-        "risk_score": None,
+        "cost_breakdown": insights["cost_breakdown"],
+        "risk_score": insights["risk_score"],
         "type": "agent_instance",
     }
 
@@ -220,7 +228,8 @@ def list_instances(ctx: Context, fields: Fields) -> dict[str, Any]:
     if principal.is_ingestion:
         filters.append(Filter("agent_id", "eq", principal.agent_id))
         filters.append(Filter("environment_id", "eq", principal.environment_id))
+    rulesets = Rulesets(ctx)
     return list_response(
         ctx, fields, "agent_instances", sortable=SORTABLE, filters=filters,
-        summarize=lambda record: instance_details(ctx, record),
+        summarize=lambda record: instance_details(ctx, record, rulesets),
     )

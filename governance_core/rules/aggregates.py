@@ -1,10 +1,10 @@
 """What an instance keeps about its spans, updated on every span write (pure).
 
-An instance record carries ``span_counts``, ``span_schema_counts`` and
-``last_activity_span_at`` so that reading a run costs the same at 10 or 100,000 spans. Every
-write of a span (create, finish, cancel by termination) passes the span's record before and
-after the change through :func:`apply_span`, in the transaction that stores the span. Only
-activity spans count: quality and alert spans are the system's own records.
+An instance record carries ``span_counts``, ``span_schema_counts``,
+``last_activity_span_at`` and ``token_groups`` so that reading a run costs the same at 10 or
+100,000 spans. Every write of a span (create, finish, cancel by termination) passes the span's
+record before and after the change through :func:`apply_span`, in the transaction that stores
+the span. Only activity spans count: quality and alert spans are the system's own records.
 
 Stored timestamps are all in the library's one fixed-width UTC form, so they order as text.
 """
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from governance_core.models.agents import empty_span_counts
+from governance_core.rules.token_groups import token_groups
 from governance_core.storage.protocol import Record
 
 __all__ = [
@@ -71,6 +72,7 @@ SPAN_AGGREGATES: tuple[SpanAggregate, ...] = (
     span_counts,
     span_schema_counts,
     last_activity_span_at,
+    token_groups,
 )
 """Every span-derived aggregate of an instance, applied in this order."""
 
