@@ -65,6 +65,26 @@ def test_token_create_goes_through_the_core(
         assert (principal.account_id, principal.token_id) == (made["account_id"], token["id"])
 
 
+def test_token_create_issues_ingestion_tokens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "g.db")
+    made = json.loads(run(capsys, "init", "--db", db, "--json")[1])
+    with Governance.open(db) as gov:
+        agent = gov.session(made["token"]).details("agents/create", {"name": "Bot"})
+    status, out, _ = run(
+        capsys, "token", "create", "--db", db, "--account", made["account_id"], "--json",
+        "--scope", "agent_deployment", "--agent-id", agent["id"],
+        "--environment-id", made["environment_id"],
+    )
+    assert status == 0
+    token = json.loads(out)
+    with Governance.open(db) as gov:
+        principal = gov.authenticate(token["token"])
+    assert (principal.scope, principal.agent_id) == ("agent_deployment", agent["id"])
+    assert principal.environment_id == made["environment_id"]
+
+
 def test_token_create_reports_refusals(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
