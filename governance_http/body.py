@@ -2,14 +2,14 @@
 
 The limits (decisions, section 14) are enforced before any work: a declared ``Content-Length``
 over the limit is refused without reading, a chunked body is read no further than one byte past
-the limit, and the nesting depth is measured on the raw text before the decoder runs, so a
+the limit, and the nesting depth is measured on the raw bytes before the decoder runs, so a
 hostile body can neither fill memory nor exhaust the decoder's recursion.
 """
 
 from __future__ import annotations
 
 import json
-import re
+from itertools import accumulate
 from typing import Any, Final
 
 import attrs
@@ -32,9 +32,8 @@ MAX_JSON_DEPTH: Final = 64
 NO_BODY: Final = object()
 """What :func:`read_body` answers for an absent or empty body (``null`` counts as absent)."""
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_INNERMOST_PAIR = re.compile(r"\[\]|\{\}")
+_LEVEL = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKET = bytes(byte for byte in range(256) if byte not in b"[]{}")
 
 
 @attrs.frozen
@@ -45,19 +44,18 @@ class BodyLimits:
     max_depth: int = MAX_JSON_DEPTH
 
 
-def nesting_exceeds(text: str, max_depth: int) -> bool:
-    """Tell whether the JSON ``text`` nests arrays and objects more than ``max_depth`` deep.
+def nesting_exceeds(raw: bytes, max_depth: int) -> bool:
+    """Tell whether the JSON text ``raw`` nests arrays and objects more than ``max_depth`` deep.
 
-    Strings are removed, then innermost bracket pairs are peeled off one level per pass (each
-    pass a single regular-expression scan), at most ``max_depth`` passes. Unbalanced brackets
-    are left for the decoder to report.
+    Every step is a C-speed bytes operation, so a 10 MiB body is measured in well under a
+    second whatever its shape: escaped backslashes and quotes are dropped, the text between
+    quotes (string contents) is cut out, the brackets left become +1/-1 and the deepest
+    running sum is the depth. Malformed text may measure wrong; the decoder then refuses it.
     """
-    skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    for _ in range(max_depth):
-        skeleton, peeled = _INNERMOST_PAIR.subn("", skeleton)
-        if not skeleton or not peeled:
-            return False
-    return bool(skeleton)
+    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside_strings = b"".join(unescaped.split(b'"')[::2])
+    steps = memoryview(outside_strings.translate(_LEVEL, _NOT_BRACKET)).cast("b")
+    return max(accumulate(steps), default=0) > max_depth
 
 
 def _is_json(content_type: str | None) -> bool:
@@ -104,12 +102,12 @@ def read_body(req: falcon.Request, limits: BodyLimits) -> Any:
         raise BadRequest(
             f"the request body must be JSON (application/json), not {req.content_type}"
         )
+    if nesting_exceeds(raw, limits.max_depth):
+        raise BadRequest(f"the request body nests more than {limits.max_depth} levels deep")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise BadRequest("the request body is not valid UTF-8") from None
-    if nesting_exceeds(text, limits.max_depth):
-        raise BadRequest(f"the request body nests more than {limits.max_depth} levels deep")
     try:
         value = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as error:

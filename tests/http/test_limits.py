@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from typing import Any
 
 import falcon
@@ -108,7 +109,7 @@ def test_a_body_of_exactly_64_levels_is_accepted(api: Api) -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\[]{}'),
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\[]{}é'),
     lambda inner: st.lists(inner, max_size=3)
     | st.dictionaries(st.text(alphabet="[]{}\"k"), inner, max_size=3),
     max_leaves=20,
@@ -123,10 +124,24 @@ def depth_of(value: Any) -> int:
     return 0
 
 
-@settings(max_examples=200, deadline=None)
-@given(json_values, st.integers(min_value=0, max_value=6))
-def test_nesting_measure_agrees_with_the_decoded_depth(value: Any, limit: int) -> None:
-    assert nesting_exceeds(json.dumps(value), limit) == (depth_of(value) > limit)
+@settings(max_examples=300, deadline=None)
+@given(json_values, st.integers(min_value=0, max_value=6), st.booleans())
+def test_nesting_measure_agrees_with_the_decoded_depth(
+    value: Any, limit: int, as_ascii: bool
+) -> None:
+    raw = json.dumps(value, ensure_ascii=as_ascii).encode()
+    assert nesting_exceeds(raw, limit) == (depth_of(value) > limit)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["[" * 5_000_000 + "]" * 5_000_000, "[" + "[]," * 3_000_000 + "[]]",
+     "[" + '"x",' * 2_000_000 + "1]", ("[" * 60 + "]" * 60) * 80_000],
+)
+def test_measuring_a_hostile_body_is_fast(shape: str) -> None:
+    started = time.perf_counter()
+    nesting_exceeds(shape.encode(), 64)
+    assert time.perf_counter() - started < 2
 
 
 @pytest.mark.parametrize(
