@@ -19,6 +19,15 @@ from governance_core.errors import NotFound
 from governance_core.fields import Fields
 from governance_core.models.agents import AgentSpan
 from governance_core.operations.common import list_response, load_record, resolve_ref
+from governance_core.operations.risk_alerts import raise_if_critical
+from governance_core.operations.run_risk import Rulesets, span_risk_fields
+from governance_core.operations.sensitive_values import (
+    SplitValues,
+    keep_values,
+    may_reveal,
+    reveal,
+    split_member,
+)
 from governance_core.operations.span_records import (
     NAME_MAX,
     control,
@@ -94,15 +103,21 @@ class SpanTypes:
 
 
 def span_details(
-    ctx: Context, record: Record, view: SpanView, span_type: dict[str, Any] | None
+    ctx: Context,
+    record: Record,
+    view: SpanView,
+    span_type: dict[str, Any] | None,
+    rulesets: Rulesets | None = None,
 ) -> dict[str, Any]:
     """Return the interface's Agent span details of a stored span, with its check results.
 
     ``span_type`` is the span's entry in its run's ``span_type_schemas`` (None when
     undeclared, and for quality and alert spans): it carries the ``data_risk`` shown.
+    Sensitive values are put back unless the view is redacted; ``risk_score`` and
+    ``risk_level`` are added when the view asks (``rulesets`` shares their lookups in a list).
     """
     span = from_record(AgentSpan, record)
-    return {
+    details = {
         "id": span.id,
         "account_id": span.account_id,
         "agent_id": span.agent_id,
@@ -127,6 +142,14 @@ def span_details(
         "updated_at": span.updated_at,
         "type": "agent_span",
     }
+    if span.sensitive_encoding and not view.redacted:
+        details.update(reveal(ctx, span.id, {
+            "payload": span.payload, "result_payload": span.result_payload,
+        }))
+    if view.include_risk:
+        ruleset = (rulesets or Rulesets(ctx)).for_agent(span.agent_id)
+        details.update(span_risk_fields(span_type, ruleset))
+    return details
 
 
 def load_span(ctx: Context, span_id: object) -> Record:
@@ -179,6 +202,12 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     payload = fields.object("payload") or {}
     result_payload = fields.object("result_payload")
     sensitive = fields.bool("sensitive_encoding")
+    kept: dict[str, SplitValues] = {}
+    if sensitive:
+        payload, kept["payload"] = split_member(fields, "payload", payload)
+        result_payload, kept["result_payload"] = split_member(
+            fields, "result_payload", result_payload
+        )
     started_at = fields.timestamp("started_at") or ctx.now
     finished_at = fields.timestamp("finished_at")
     parent = resolve_ref(ctx, fields, "parent_span_id", "agent_span", parent_id)
@@ -206,6 +235,9 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         sensitive_encoding=sensitive, **_derived(entry, payload, result_payload),
     )
     instance = record_span(ctx, instance, span)
+    if sensitive:
+        keep_values(ctx, span_id, kept)
+    instance = raise_if_critical(ctx, instance, to_record(span), entry)
     details = span_details(ctx, to_record(span), SpanView(), entry)
     return details_envelope(details, **control(instance))
 
@@ -231,6 +263,9 @@ def finish_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     sent_result = fields.has("result_payload")
     result_payload = fields.object("result_payload") if sent_result else span.result_payload
     sensitive = fields.bool("sensitive_encoding", default=span.sensitive_encoding)
+    result_values: SplitValues = {}
+    if sent_result and sensitive:
+        result_payload, result_values = split_member(fields, "result_payload", result_payload)
     finished_at = fields.timestamp("timestamp") or max(span.started_at, ctx.now)
     if finished_at < span.started_at:
         fields.errors.invalid("timestamp", "timestamp may not be before the span's started_at")
@@ -247,9 +282,12 @@ def finish_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     derived.pop("payload_validation")
     finished = attrs.evolve(
         span, status=status, finished_at=finished_at, result_payload=result_payload,
-        sensitive_encoding=sensitive, updated_at=ctx.now, **derived,
+        sensitive_encoding=span.sensitive_encoding or sensitive, updated_at=ctx.now, **derived,
     )
     instance = record_span(ctx, instance, finished, before=span)
+    if sent_result and finished.sensitive_encoding:
+        # A new result replaces the values kept for the old one (none when sent in clear).
+        keep_values(ctx, span.id, {"result_payload": result_values})
     details = span_details(ctx, to_record(finished), SpanView(), entry)
     return details_envelope(details, **control(instance))
 
@@ -259,10 +297,9 @@ def show_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch an agent span (``redacted`` withholds sensitive values)."""
     record = load_span(ctx, fields.raw("agent_span_id"))
     redacted = fields.bool("redacted")
+    include_risk = fields.bool("include_risk_level")
     fields.done()
-    principal = ctx.principal
-    assert principal is not None
-    view = SpanView(redacted=redacted or principal.is_ingestion)
+    view = SpanView(redacted=not may_reveal(ctx, redacted), include_risk=include_risk)
     return details_envelope(span_details(ctx, record, view, SpanTypes(ctx).entry(record)))
 
 
@@ -307,7 +344,10 @@ def list_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
         include_risk=fields.bool("include_risk_level"),
     )
     span_types = SpanTypes(ctx)
+    rulesets = Rulesets(ctx)
     return list_response(
         ctx, fields, "agent_spans", sortable=SORTABLE, filters=filters,
-        summarize=lambda record: span_details(ctx, record, view, span_types.entry(record)),
+        summarize=lambda record: span_details(
+            ctx, record, view, span_types.entry(record), rulesets
+        ),
     )
