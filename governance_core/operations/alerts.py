@@ -19,6 +19,13 @@ from governance_core.errors import AlertAlreadyCleared, AlertUnknown, InvalidVal
 from governance_core.fields import Fields
 from governance_core.models.agents import Alert
 from governance_core.operations.common import list_response, load_record, ref_error, tenant
+from governance_core.operations.sensitive_values import (
+    SplitValues,
+    keep_values,
+    may_reveal,
+    reveal,
+    split_member,
+)
 from governance_core.operations.span_records import (
     NAME_MAX,
     in_reach,
@@ -178,11 +185,16 @@ def raise_operation(ctx: Context, fields: Fields) -> dict[str, Any]:
     payload = fields.object("payload") or {}
     raised_at = fields.timestamp("raised_at")
     sensitive = fields.bool("payload_sensitive_encoding")
+    values: SplitValues = {}
+    if sensitive:
+        payload, values = split_member(fields, "payload", payload)
     fields.done()
     assert instance is not None and name is not None and severity is not None
     written = raise_alert(
         ctx, instance, name, severity, payload, raised_at=raised_at, sensitive_encoding=sensitive
     )
+    # Values kept for an earlier payload of the alert are replaced, or forgotten.
+    keep_values(ctx, written.alert.id, {"payload": values})
     return details_envelope(alert_details(written.alert))
 
 
@@ -269,8 +281,14 @@ def _filters(ctx: Context, fields: Fields) -> list[Filter]:
 
 @operation("alerts/show", write=False, scopes=ANY_SCOPE)
 def show_alert(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """Fetch an alert."""
-    return details_envelope(alert_details(_load_alert(ctx, fields.raw("alert_id"))))
+    """Fetch an alert (``redacted`` withholds sensitive values)."""
+    alert = _load_alert(ctx, fields.raw("alert_id"))
+    redacted = fields.bool("redacted")
+    fields.done()
+    details = alert_details(alert)
+    if alert.payload_sensitive_encoding and may_reveal(ctx, redacted):
+        details.update(reveal(ctx, alert.id, {"payload": alert.payload}))
+    return details_envelope(details)
 
 
 @operation("alerts/list", write=False, scopes=ANY_SCOPE)
