@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from governance_core.errors import GovernanceError, ValidationErrors
-from governance_core.service import Bootstrap, Governance
+from governance_core.service import Bootstrap, Governance, Session
 from governance_http.serving import DEFAULT_DB, serve
 
 __all__ = ["build_parser", "main"]
@@ -78,6 +78,64 @@ def _token_create(args: argparse.Namespace) -> int:
     return 0
 
 
+PLAYGROUND = "playground/"
+
+
+def _demo_session(gov: Governance, account_id: str | None) -> Session:
+    if account_id is not None:
+        return gov.as_account(account_id)
+    oldest = gov.store.query("accounts", limit=1)
+    if oldest:
+        return gov.as_account(oldest[0]["id"])
+    made = gov.bootstrap()
+    print("a new store; bootstrapped:")
+    _print_bootstrap(made, as_json=False)
+    return gov.as_account(made.account_id)
+
+
+def _print_run(agent: dict[str, Any], run: dict[str, Any]) -> None:
+    risk, cost = run["risk_score"], run["cost_breakdown"]
+    counts = run["span_counts"]
+    print(f"{'agent:':10} {agent['id']} {agent['name']}")
+    print(f"{'run:':10} {run['id']} ({run['status']}, {counts['total']} spans, "
+          f"{run['raised_alert_count']} raised alerts)")
+    print(f"{'risk:':10} {risk['risk_level']}, total score {risk['total_score']} (critical at "
+          f"{risk['critical_threshold']}), peak classification {risk['peak_classification']}")
+    print(f"{'':10} data: {', '.join(risk['all_data_categories'])}")
+    print(f"{'':10} actions: {', '.join(risk['allowed_actions'])}")
+    for row in risk["per_type"]:
+        print(f"{'':10} {row['schema_name']}: {row['count']} x {row['type_score']} "
+              f"= {row['total_contribution']} ({row['risk_level']})")
+    print(f"{'cost:':10} ${cost['total_cost']} total; tokens {cost['input']} in, "
+          f"{cost['output']} out, {cost['cache_read']} cache read")
+    for group in cost["groups"]:
+        print(f"{'':10} {group['model_name']} ({group['provider']}): {group['input']} in, "
+              f"{group['output']} out, {group['cache_read']} cache read, ${group['total_cost']}")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    with Governance.open(args.db) as gov:
+        session = _demo_session(gov, args.account)
+        agent = session.call(PLAYGROUND + "create_loan_application_review_agent")["agent"]
+        registered = session.details(
+            PLAYGROUND + "register_loan_application_review_agent_instance",
+            {"agent_id": agent["id"]},
+        )
+        session.call(
+            PLAYGROUND + "record_loan_application_review_spans",
+            {"agent_instance_id": registered["id"]},
+        )
+        run = session.details("agent_instances/show", {"agent_instance_id": registered["id"]})
+    if args.json:
+        print(json.dumps({
+            "agent_id": agent["id"], "agent_instance_id": run["id"],
+            "risk_score": run["risk_score"], "cost_breakdown": run["cost_breakdown"],
+        }))
+    else:
+        _print_run(agent, run)
+    return 0
+
+
 def _describe(error: GovernanceError) -> str:
     text = f"{error.code}: {error.message}"
     if isinstance(error, ValidationErrors):
@@ -121,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--description")
     create.add_argument("--json", action="store_true", help="print one JSON object")
     create.set_defaults(handler=_token_create)
+
+    demo = commands.add_parser(
+        "demo", help="record the playground's loan-review run; print its risk and cost"
+    )
+    demo.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file ({DEFAULT_DB})")
+    demo.add_argument("--account", help="the account id (default: the store's first account)")
+    demo.add_argument("--json", action="store_true", help="print one JSON object")
+    demo.set_defaults(handler=_demo)
     return parser
 
 

@@ -100,6 +100,26 @@ def test_token_create_reports_refusals(
     assert (status, err.strip()) == (1, "error: not_found: account not found")
 
 
+def test_demo_records_the_playground_run_and_prints_risk_and_cost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "demo.db")
+    status, out, _ = run(capsys, "demo", "--db", db)
+    assert status == 0
+    assert "bootstrapped" in out and "risk:" in out and "cost:" in out
+    status, out, _ = run(capsys, "demo", "--db", db, "--json")
+    shown = json.loads(out)
+    assert shown["risk_score"]["risk_level"] in ("low", "medium", "high", "critical")
+    assert shown["cost_breakdown"]["total_cost"] > 0
+    with Governance.open(db) as gov:
+        assert gov.store.count("accounts") == 1
+        assert gov.store.count("agent_instances") == 2
+        stored = gov.store.get("agent_instances", shown["agent_instance_id"])
+        assert stored is not None and stored["status"] == "complete"
+    status, _, err = run(capsys, "demo", "--db", db, "--account", "0" * 32)
+    assert (status, err.strip()) == (1, "error: not_found: account not found")
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     server = Served(tmp_path / "served.db")
