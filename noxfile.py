@@ -41,7 +41,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typing(session: nox.Session) -> None:
     """mypy --strict over both packages."""
-    session.install("-e", ".[http,test]", "mypy>=1.10")
+    session.install("-e", ".[http,test,encryption]", "mypy>=1.10", "types-jsonschema")
     session.run("mypy", "--strict", "governance_core", "governance_http")
 
 
