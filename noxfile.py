@@ -16,14 +16,14 @@ PYTHON = "3.11"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Every test, with the HTTP extra installed."""
-    session.install("-e", ".[http,test]")
+    session.install("-e", ".[http,test,encryption]")
     session.run("pytest", "-n", "2", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def tests_core(session: nox.Session) -> None:
     """The core's and the storage adapters' tests in an environment without falcon."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,encryption]")
     session.run(
         "python", "-c",
         "import importlib.util, sys; sys.exit(importlib.util.find_spec('falcon') is not None)",
