@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -64,6 +65,10 @@ class OperationResource:
         # A repeated query key arrives as a list, which the core refuses by name.
         keys: list[Any] = [req.get_header(IDEMPOTENCY_HEADER), query.pop(_KEY, None)]
         members = request_members(path, query, read_body(req, self._limits))
-        resp.media = self._governance.call(
+        envelope = self._governance.call(
             self._operations[req.method], members, token=token, idempotency_keys=keys
         )
+        # Written here, not by falcon after the responder, so that an answer that cannot be
+        # written is an error of this request (500 with the envelope), not an empty body.
+        resp.data = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode()
+        resp.content_type = falcon.MEDIA_JSON

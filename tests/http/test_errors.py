@@ -96,3 +96,18 @@ def test_an_unexpected_exception_is_500_without_traceback(caplog: pytest.LogCapt
     assert "secret detail" not in result.text and "Traceback" not in result.text
     assert body["message"] == "an unexpected error occurred"
     assert "ZeroDivisionError" in caplog.text
+
+
+class Unserializable(Governance):
+    """A facade whose answer cannot be written as JSON (a bug in an operation)."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStore())
+
+    def call(self, operation: str, params: Mapping[str, Any] | None = None, **_: Any) -> Any:
+        return {"status": "success", "details": object()}
+
+
+def test_an_answer_that_cannot_be_written_is_500_unexpected() -> None:
+    api = Api(falcon.testing.TestClient(create_app(Unserializable())), "pf_x")
+    assert_error(api.get("/team"), 500, "unexpected")
