@@ -71,8 +71,10 @@ class SQLiteStore:
     ) -> None:
         if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int):
             raise ValueError(f"busy_timeout_ms must be an integer, not {busy_timeout_ms!r}")
+        if busy_timeout_ms < 0:
+            raise ValueError(f"busy_timeout_ms must be 0 or more, not {busy_timeout_ms}")
         self.path = str(path)
-        self.busy_timeout_ms = max(0, busy_timeout_ms)
+        self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._links: list[tuple[threading.Thread, _Link]] = []
         self._links_lock = threading.Lock()

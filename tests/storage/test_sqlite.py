@@ -1,0 +1,307 @@
+"""What the SQLite adapter adds to the contract: WAL, migrations, busy handling, concurrency."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governance_core.errors import TemporarilyUnavailable
+from governance_core.storage import Filter, SortKey, SQLiteStore, Store
+from governance_core.storage.schema import SCHEMA_VERSION, TABLES
+from governance_core.storage.sqlite import BUSY_TIMEOUT_MS, RETRY_AFTER_MS
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "governance.db"
+
+
+@pytest.fixture
+def store(path: Path) -> Iterator[SQLiteStore]:
+    opened = SQLiteStore(path)
+    yield opened
+    opened.close()
+
+
+def _raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+
+def _run_threads(count: int, work: Callable[[int], None]) -> None:
+    """Run ``work(n)`` in ``count`` threads started together; re-raise the first failure."""
+    start = threading.Barrier(count)
+    failures: list[BaseException] = []
+
+    def body(n: int) -> None:
+        start.wait()
+        try:
+            work(n)
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=body, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+
+
+def _increment(store: Store, record_id: str) -> None:
+    """Add one to the shared counter and store a record, in one transaction."""
+    with store.transaction():
+        counter = store.get("teams", "counter") or {"id": "counter", "value": 0}
+        store.put("teams", {**counter, "value": counter["value"] + 1})
+        store.put("teams", {"id": record_id})
+
+
+def _increments(store: Store, prefix: str, count: int) -> None:
+    for number in range(count):
+        _increment(store, f"{prefix}-{number:03d}")
+
+
+# -- the file ---------------------------------------------------------------------------------
+def test_files_use_wal(store: SQLiteStore, path: Path) -> None:
+    store.put("teams", {"id": "t1"})
+    assert _raw(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert store.busy_timeout_ms == BUSY_TIMEOUT_MS == 5000
+
+
+def test_schema_version_is_recorded(store: SQLiteStore, path: Path) -> None:
+    rows = _raw(path).execute("SELECT key, value FROM _meta").fetchall()
+    assert rows == [("schema_version", str(SCHEMA_VERSION))]
+
+
+def test_every_declared_field_is_an_indexed_column(store: SQLiteStore, path: Path) -> None:
+    raw = _raw(path)
+    for table in TABLES.values():
+        columns = {row[1] for row in raw.execute(f"PRAGMA table_info([{table.name}])")}
+        assert columns == {"id", "data", *(c.name for c in table.columns)}
+        indexed = {
+            tuple(row[2] for row in raw.execute(f"PRAGMA index_info([{index[1]}])"))
+            for index in raw.execute(f"PRAGMA index_list([{table.name}])")
+        }
+        assert {(c.name,) for c in table.columns} | set(table.indexes) <= indexed
+
+
+def _old_file(path: Path) -> None:
+    """A file from before ``agents.team_id``/``status`` and ``environments.is_default`` existed."""
+    raw = _raw(path)
+    raw.execute("CREATE TABLE _meta (key TEXT PRIMARY KEY, value TEXT)")
+    raw.execute("INSERT INTO _meta VALUES ('schema_version', '0')")
+    raw.execute("CREATE TABLE agents (id TEXT PRIMARY KEY, data TEXT NOT NULL, name TEXT)")
+    raw.execute("CREATE TABLE environments (id TEXT PRIMARY KEY, data TEXT NOT NULL)")
+    agents: list[dict[str, Any]] = [
+        {"id": "g1", "name": "one", "team_id": "t1", "status": "active"},
+        {"id": "g2", "name": "two", "team_id": {"not": "text"}, "status": 5},
+        {"id": "g3", "name": "three", "team_id": "t2"},
+    ]
+    for record in agents:
+        row = (record["id"], json.dumps(record), record["name"])
+        raw.execute("INSERT INTO agents VALUES (?, ?, ?)", row)
+    for record in [{"id": "e1", "is_default": True}, {"id": "e2", "is_default": False}]:
+        raw.execute("INSERT INTO environments VALUES (?, ?)", (record["id"], json.dumps(record)))
+    raw.close()
+
+
+def test_migration_adds_and_backfills_new_columns(path: Path) -> None:
+    _old_file(path)
+    store = SQLiteStore(path)
+    assert [r["id"] for r in store.query("agents", [Filter("team_id", "eq", "t1")])] == ["g1"]
+    # A value of another type than declared is not copied, as a put would not accept it.
+    assert [r["id"] for r in store.query("agents", [Filter("team_id", "eq", None)])] == ["g2"]
+    assert [r["id"] for r in store.query("agents", [Filter("status", "eq", None)])] == ["g2", "g3"]
+    by_team = store.query("agents", [Filter("team_id", "ne", None)], [SortKey("team_id", True)])
+    assert [r["id"] for r in by_team] == ["g3", "g1"]
+    defaults = store.query("environments", [Filter("is_default", "eq", True)])
+    assert defaults == [{"id": "e1", "is_default": True}]
+    assert store.get("agents", "g2") == {
+        "id": "g2", "name": "two", "team_id": {"not": "text"}, "status": 5
+    }
+    store.close()
+
+    raw = _raw(path)
+    assert raw.execute("SELECT value FROM _meta").fetchone() == (str(SCHEMA_VERSION),)
+    columns = {row[1] for row in raw.execute("PRAGMA table_info(agents)")}
+    assert {c.name for c in TABLES["agents"].columns} <= columns
+    explain = "EXPLAIN QUERY PLAN SELECT id FROM agents WHERE team_id = 't1'"
+    plan = " ".join(str(row) for row in raw.execute(explain))
+    assert "USING INDEX" in plan
+    assert raw.execute("SELECT count(*) FROM people").fetchone() == (0,)
+    SQLiteStore(path).close()  # opening a migrated file again changes nothing
+    assert raw.execute("SELECT count(*) FROM agents WHERE team_id IS NOT NULL").fetchone() == (2,)
+
+
+def test_a_newer_schema_is_refused(store: SQLiteStore, path: Path) -> None:
+    store.put("teams", {"id": "t1"})
+    store.close()
+    _raw(path).execute("UPDATE _meta SET value = ?", (str(SCHEMA_VERSION + 1),))
+    with pytest.raises(RuntimeError, match="newer"):
+        SQLiteStore(path)
+    assert _raw(path).execute("SELECT value FROM _meta").fetchone() == (str(SCHEMA_VERSION + 1),)
+
+
+def test_bad_busy_timeouts_are_refused(path: Path) -> None:
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="busy_timeout_ms"):
+            SQLiteStore(path, busy_timeout_ms=bad)  # type: ignore[arg-type]
+
+
+# -- busy and locked --------------------------------------------------------------------------
+def test_busy_database_is_temporarily_unavailable(path: Path) -> None:
+    store = SQLiteStore(path, busy_timeout_ms=50)
+    store.put("teams", {"id": "before"})
+    blocker = _raw(path)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(TemporarilyUnavailable) as raised:
+            store.put("teams", {"id": "t1"})
+        assert raised.value.retry_after_ms == RETRY_AFTER_MS
+        assert raised.value.to_payload()["retry_after_ms"] == RETRY_AFTER_MS
+        with pytest.raises(TemporarilyUnavailable), store.transaction():
+            store.put("teams", {"id": "t2"})
+        # WAL readers are not blocked by a writer.
+        assert [r["id"] for r in store.query("teams")] == ["before"]
+    finally:
+        blocker.execute("ROLLBACK")
+    with store.transaction():
+        store.put("teams", {"id": "after"})
+    assert [r["id"] for r in store.query("teams")] == ["after", "before"]
+    store.close()
+
+
+def test_a_writer_waits_for_the_lock_within_busy_timeout(store: SQLiteStore, path: Path) -> None:
+    blocker = _raw(path)
+    blocker.execute("BEGIN IMMEDIATE")
+    blocker.execute("INSERT INTO teams (id, data) VALUES ('first', '{\"id\": \"first\"}')")
+    releaser = threading.Timer(0.2, lambda: blocker.execute("COMMIT"))
+    releaser.start()
+    started = time.monotonic()
+    _increment(store, "second")
+    assert time.monotonic() - started >= 0.15
+    releaser.join()
+    assert [r["id"] for r in store.query("teams")] == ["counter", "first", "second"]
+
+
+def test_other_driver_errors_are_not_translated(store: SQLiteStore, path: Path) -> None:
+    _raw(path).execute("DROP TABLE teams")
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        store.get("teams", "t1")
+
+
+# -- concurrency ------------------------------------------------------------------------------
+def test_threads_writing_through_one_store_lose_nothing(store: SQLiteStore) -> None:
+    _run_threads(4, lambda n: _increments(store, str(n), 100))
+    assert store.get("teams", "counter") == {"id": "counter", "value": 400}
+    assert store.count("teams") == 401
+
+
+@pytest.mark.parametrize("where", ["memory", "file"])
+def test_other_threads_never_see_uncommitted_writes(where: str, path: Path) -> None:
+    store = SQLiteStore(":memory:" if where == "memory" else path)
+    written, seen = threading.Event(), []
+
+    def write_then_fail(n: int) -> None:
+        if n == 0:
+            with pytest.raises(RuntimeError), store.transaction():
+                store.put("teams", {"id": "doomed"})
+                written.set()
+                time.sleep(0.1)
+                raise RuntimeError("roll back")
+        else:
+            written.wait()
+            seen.append(store.get("teams", "doomed"))
+
+    _run_threads(2, write_then_fail)
+    assert seen == [None]
+    assert store.count("teams") == 0
+    store.close()
+
+
+def _open_file_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_connections_of_ended_threads_are_closed(store: SQLiteStore) -> None:
+    store.put("teams", {"id": "warm"})
+    before = _open_file_descriptors()
+    for n in range(40):
+        thread = threading.Thread(target=store.put, args=("teams", {"id": f"t{n}"}))
+        thread.start()
+        thread.join()
+    assert _open_file_descriptors() - before <= 4
+    assert store.count("teams") == 41
+
+
+def test_two_stores_on_one_file_interleave_without_loss(path: Path) -> None:
+    first, second = SQLiteStore(path, busy_timeout_ms=50), SQLiteStore(path, busy_timeout_ms=50)
+    with first.transaction():
+        first.put("teams", {"id": "a1"})
+        with pytest.raises(TemporarilyUnavailable):
+            second.put("teams", {"id": "b1"})
+        assert second.get("teams", "a1") is None
+    assert second.get("teams", "a1") == {"id": "a1"}
+    with second.transaction():
+        second.put("teams", {"id": "b1"})
+        assert first.get("teams", "b1") is None
+    assert [r["id"] for r in first.query("teams")] == ["a1", "b1"]
+    first.close()
+    second.close()
+
+    stores = [SQLiteStore(path), SQLiteStore(path)]
+    _run_threads(2, lambda n: _increments(stores[n], str(n), 100))
+    for opened in stores:
+        assert opened.get("teams", "counter") == {"id": "counter", "value": 200}
+        assert opened.count("teams") == 203
+        opened.close()
+
+
+def _write_until_killed(path: str, acks: Connection) -> None:
+    """Commit numbered pairs of records, acknowledging each commit, until killed."""
+    store = SQLiteStore(path)
+    number = 0
+    while True:
+        with store.transaction():
+            store.put("teams", {"id": f"{number:06d}-a", "name": "pair"})
+            store.put("teams", {"id": f"{number:06d}-b", "name": "pair", "pad": "x" * 2000})
+        acks.send(number)
+        number += 1
+
+
+def test_a_killed_writer_loses_no_committed_row(path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    for trial in range(3):
+        trial_path = path.with_name(f"killed-{trial}.db")
+        receiver, sender = context.Pipe(duplex=False)
+        writer = context.Process(target=_write_until_killed, args=(str(trial_path), sender))
+        writer.start()
+        acknowledged = -1
+        while acknowledged < 20 * (trial + 1):
+            assert receiver.poll(30), "the writer stopped acknowledging"
+            acknowledged = receiver.recv()
+        assert writer.pid is not None
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.join()
+        assert writer.exitcode == -signal.SIGKILL
+
+        store = SQLiteStore(trial_path)
+        ids = [r["id"] for r in store.iterate("teams")]
+        numbers = sorted({int(i.split("-")[0]) for i in ids})
+        assert numbers == list(range(len(numbers)))
+        assert len(numbers) > acknowledged
+        assert ids == [f"{n:06d}-{half}" for n in numbers for half in "ab"]
+        store.close()
+        assert _raw(trial_path).execute("PRAGMA integrity_check").fetchone() == ("ok",)

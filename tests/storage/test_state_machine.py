@@ -1,0 +1,190 @@
+"""The memory and SQLite adapters, driven by the same random steps, agree after every one.
+
+The pattern of the Hypothesis docs' DatabaseComparison: MemoryStore is the model, SQLiteStore
+the system under test; every answer and every failure must be the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from governance_core.storage import Filter, MemoryStore, Record, SortKey, SQLiteStore, Store
+from governance_core.storage.protocol import FilterOp
+
+TEXT = st.none() | st.text(st.sampled_from(["a", "b", "B", "é", "😀", "\x00"]), max_size=3)
+INTEGER = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.sampled_from([-(2**63), 2**63 - 1])
+)
+IDS = st.text(st.sampled_from("abé"), max_size=2)
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=4)
+)
+JSON = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+
+# Two tables and the declared fields the steps use, with what each may hold.
+FIELDS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
+    "accounts": {"name": TEXT, "website": TEXT, "partition": INTEGER},
+    "environments": {"name": TEXT, "is_default": INTEGER},
+}
+TABLES = st.sampled_from(sorted(FIELDS))
+WRONG_TYPE = {
+    "text": st.integers() | st.lists(st.text(), max_size=1),
+    "integer": st.text() | st.floats(),
+}
+OPS: list[FilterOp] = ["eq", "ne", "lt", "le", "gt", "ge", "in"]
+
+
+@st.composite
+def records(draw: st.DrawFn, table: str) -> Record:
+    fields = FIELDS[table]
+    record: Record = {"id": draw(IDS)}
+    for name in draw(st.sets(st.sampled_from(sorted(fields)))):
+        record[name] = draw(fields[name])
+    record.update(draw(st.dictionaries(st.sampled_from(["extra", "more"]), JSON, max_size=2)))
+    return record
+
+
+@st.composite
+def filters(draw: st.DrawFn, table: str) -> Filter:
+    name = draw(st.sampled_from(["id", *sorted(FIELDS[table])]))
+    values = IDS if name == "id" else FIELDS[table][name]
+    op = draw(st.sampled_from(OPS))
+    value = draw(st.lists(values, max_size=3) if op == "in" else values)
+    return Filter(name, op, value)
+
+
+@st.composite
+def sort_keys(draw: st.DrawFn, table: str) -> SortKey:
+    return SortKey(
+        draw(st.sampled_from(["id", *sorted(FIELDS[table])])),
+        draw(st.booleans()),
+        draw(st.sampled_from(["first", "last", "auto"])),
+    )
+
+
+@st.composite
+def queries(draw: st.DrawFn) -> dict[str, Any]:
+    table = draw(TABLES)
+    return {
+        "table": table,
+        "filters": draw(st.lists(filters(table), max_size=2)),
+        "sort": draw(st.lists(sort_keys(table), max_size=2)),
+        "offset": draw(st.integers(0, 4)),
+        "limit": draw(st.none() | st.integers(0, 4)),
+    }
+
+
+@st.composite
+def writes(draw: st.DrawFn) -> tuple[str, str, Any]:
+    table = draw(TABLES)
+    if draw(st.booleans()):
+        return ("put", table, draw(records(table)))
+    return ("delete", table, draw(IDS))
+
+
+@st.composite
+def mistyped(draw: st.DrawFn) -> tuple[str, Record]:
+    table = draw(TABLES)
+    record = draw(records(table))
+    name = draw(st.sampled_from(sorted(FIELDS[table])))
+    kind = "text" if name in ("name", "website") else "integer"
+    record[name] = draw(WRONG_TYPE[kind])
+    return table, record
+
+
+class _Fail(Exception):
+    """Raised inside a transaction to make it roll back."""
+
+
+def _outcome(action: Callable[[], Any]) -> tuple[str, Any]:
+    try:
+        return ("ok", action())
+    except (ValueError, _Fail) as error:
+        return ("raised", type(error).__name__)
+
+
+class StoresAgree(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.model: Store = MemoryStore()
+        self.real: Store = SQLiteStore(":memory:")
+
+    def both(self, action: Callable[[Store], Any]) -> Any:
+        expected = _outcome(lambda: action(self.model))
+        actual = _outcome(lambda: action(self.real))
+        assert actual == expected
+        return expected[1]
+
+    @rule(table=TABLES, data=st.data())
+    def put(self, table: str, data: st.DataObject) -> None:
+        record = data.draw(records(table))
+        self.both(lambda store: store.put(table, record))
+
+    @rule(case=mistyped())
+    def put_mistyped(self, case: tuple[str, Record]) -> None:
+        table, record = case
+        assert self.both(lambda store: store.put(table, record)) == "ValueError"
+
+    @rule(table=TABLES, record_id=IDS)
+    def delete(self, table: str, record_id: str) -> None:
+        self.both(lambda store: store.delete(table, record_id))
+
+    @rule(table=TABLES, record_id=IDS)
+    def get(self, table: str, record_id: str) -> None:
+        self.both(lambda store: store.get(table, record_id))
+
+    @rule(query=queries())
+    def query(self, query: dict[str, Any]) -> None:
+        self.both(lambda store: store.query(**query))
+
+    @rule(query=queries())
+    def count_and_iterate(self, query: dict[str, Any]) -> None:
+        table, where = query["table"], query["filters"]
+        self.both(lambda store: store.count(table, where))
+        self.both(lambda store: list(store.iterate(table, where)))
+
+    @rule(steps=st.lists(writes(), min_size=1, max_size=5), fail=st.booleans(), query=queries())
+    def transaction(
+        self, steps: list[tuple[str, str, Any]], fail: bool, query: dict[str, Any]
+    ) -> None:
+        def run(store: Store) -> list[Any]:
+            answers: list[Any] = []
+            with store.transaction():
+                for verb, table, argument in steps:
+                    answers.append(getattr(store, verb)(table, argument))
+                answers.append(store.query(**query))
+                if fail:
+                    raise _Fail()
+            return answers
+
+        self.both(run)
+
+    @invariant()
+    def same_contents(self) -> None:
+        for table in FIELDS:
+            assert self.real.query(table) == self.model.query(table)
+
+    def teardown(self) -> None:
+        self.model.close()
+        self.real.close()
+
+
+StoresAgree.TestCase.settings = settings(max_examples=50, stateful_step_count=30, deadline=None)
+TestStoresAgree = StoresAgree.TestCase
