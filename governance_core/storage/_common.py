@@ -22,30 +22,32 @@ __all__ = [
     "column_values",
     "decode",
     "encode",
-    "table_columns",
 ]
 
 _FILTER_OPS = frozenset(get_args(FilterOp))
 _NULLS_ORDERS = frozenset(get_args(NullsOrder))
 _COLLECTIONS = (list, tuple, set, frozenset)
 _ID = Column("id")
+_DECLARED: dict[str, dict[str, Column]] = {
+    name: {"id": _ID, **{column.name: column for column in table.columns}}
+    for name, table in TABLES.items()
+}
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 # A signed 64-bit integer is what SQL databases index; a double holds integers exactly to 2**53.
 _INTEGER_RANGE = range(-(2**63), 2**63)
 _EXACT_REAL = 2**53
 
 
-def table_columns(table: str) -> dict[str, Column]:
-    """Return the declared fields of ``table`` by name, ``id`` first; ValueError if none."""
+def _columns(table: str) -> dict[str, Column]:
     try:
-        declared = TABLES[table]
+        return _DECLARED[table]
     except (KeyError, TypeError):
         raise ValueError(f"unknown table {table!r}") from None
-    return {"id": _ID, **{column.name: column for column in declared.columns}}
 
 
 def check_key(table: str, record_id: str) -> None:
     """Raise ValueError for an unknown table or an id that is not a string."""
-    table_columns(table)
+    _columns(table)
     if not isinstance(record_id, str):
         raise ValueError(f"an id is a string, not {record_id!r}")
 
@@ -83,7 +85,7 @@ def column_values(table: str, record: Record) -> list[Any]:
     """
     if not isinstance(record, dict):
         raise ValueError(f"a record is a dict, not {type(record).__name__}")
-    columns = table_columns(table)
+    columns = _columns(table)
     if not isinstance(record.get("id"), str):
         raise ValueError("a record needs a string id")
     values = []
@@ -103,7 +105,7 @@ def check_page(offset: int, limit: int | None) -> None:
 
 def check_query(table: str, filters: Sequence[Filter], sort: Sequence[SortKey] = ()) -> None:
     """Raise ValueError for an unknown table, an undeclared field or a malformed condition."""
-    columns = table_columns(table)
+    columns = _columns(table)
     for condition in filters:
         column = columns.get(condition.field)
         if column is None:
@@ -127,7 +129,7 @@ def check_query(table: str, filters: Sequence[Filter], sort: Sequence[SortKey] =
 def encode(record: Record) -> str:
     """Return the stored text of a record: compact JSON, refusing anything JSON cannot hold."""
     try:
-        return json.dumps(record, separators=(",", ":"), allow_nan=False)
+        return _ENCODER.encode(record)
     except TypeError as error:
         raise ValueError(f"a record must hold JSON values only: {error}") from None
 
