@@ -63,7 +63,7 @@ CANDIDATES: dict[str, list[str]] = {
         "-m", "granian", "--interface", "wsgi", "--workers", str(WORKERS), "--host", HOST,
         "--port", "{port}", "--factory", FACTORY, "--log-level", "warning",
     ],
-    f"granian wsgi x{WORKERS}, 4 blocking threads": [
+    f"granian wsgi x{WORKERS}, 4 threads (serve)": [
         "-m", "granian", "--interface", "wsgi", "--workers", str(WORKERS), "--blocking-threads",
         "4", "--host", HOST, "--port", "{port}", "--factory", FACTORY, "--log-level", "warning",
     ],

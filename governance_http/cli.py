@@ -1,9 +1,9 @@
 """The ``governance`` command: set up a store, issue tokens, serve the API, run the demo.
 
 ``governance init --db PATH [--json]`` bootstraps an account; ``governance serve [--db PATH]
-[--host HOST] [--port PORT] [--workers N]`` serves the API; ``governance token create --db PATH
---account ACCOUNT_ID [--scope ...]`` issues a token; ``governance demo [--db PATH]`` runs the
-loan-review playground.
+[--host HOST] [--port PORT] [--workers N] [--threads N]`` serves the API; ``governance token
+create --db PATH --account ACCOUNT_ID [--scope ...]`` issues a token; ``governance demo [--db
+PATH]`` runs the loan-review playground.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from governance_core.errors import GovernanceError, ValidationErrors
 from governance_core.service import Bootstrap, Governance, Session
-from governance_http.serving import DEFAULT_DB, serve
+from governance_http.serving import DEFAULT_DB, DEFAULT_THREADS, serve
 
 __all__ = ["build_parser", "main"]
 
@@ -55,7 +55,7 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"{args.db} is a new store; bootstrapped:")
             _print_bootstrap(gov.bootstrap(), as_json=False)
     print(f"serving http://{args.host}:{args.port}/api/v1 from {args.db}", flush=True)
-    serve(args.db, host=args.host, port=args.port, workers=args.workers)
+    serve(args.db, host=args.host, port=args.port, workers=args.workers, threads=args.threads)
     return 0
 
 
@@ -164,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve_command.add_argument("--port", type=int, default=DEFAULT_PORT)
     serve_command.add_argument(
         "--workers", type=int, default=None, help="worker processes (default: one per CPU)"
+    )
+    serve_command.add_argument(
+        "--threads", type=int, default=DEFAULT_THREADS,
+        help=f"request threads per worker ({DEFAULT_THREADS})",
     )
     serve_command.set_defaults(handler=_serve)
 

@@ -24,7 +24,7 @@ __all__ = [
     "register_error_handlers",
 ]
 
-log = logging.getLogger("governance_http")
+_log = logging.getLogger("governance_http")
 
 STATUS_BY_CODE: dict[str, int] = {
     "validation_errors": 422,
@@ -63,7 +63,6 @@ CODE_BY_HTTP_STATUS: dict[int, str] = {
 
 _MESSAGE_BY_HTTP_STATUS: dict[int, str] = {
     404: "there is no such route",
-    405: "this method is not allowed on this route",
     413: "the request body is too large",
 }
 
@@ -91,7 +90,7 @@ def _governance_error(
 def _unexpected_error(
     req: falcon.Request, resp: falcon.Response, error: Exception, params: dict[str, Any]
 ) -> None:
-    log.exception("unexpected error answering %s %s", req.method, req.path, exc_info=error)
+    _log.exception("unexpected error answering %s %s", req.method, req.path, exc_info=error)
     resp.status = 500
     resp.media = {
         "status": "error", "code": "unexpected", "message": "an unexpected error occurred"

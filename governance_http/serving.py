@@ -16,7 +16,7 @@ from granian.constants import Interfaces
 from governance_core.service import Governance
 from governance_http.app import create_app
 
-__all__ = ["DB_ENVIRONMENT_VARIABLE", "DEFAULT_DB", "serve", "wsgi_app"]
+__all__ = ["DB_ENVIRONMENT_VARIABLE", "DEFAULT_DB", "DEFAULT_THREADS", "serve", "wsgi_app"]
 
 DB_ENVIRONMENT_VARIABLE = "GOVERNANCE_DB"
 DEFAULT_DB = "governance.db"
@@ -32,12 +32,25 @@ def wsgi_app() -> falcon.App[falcon.Request, falcon.Response]:
     return create_app(Governance.open(os.environ.get(DB_ENVIRONMENT_VARIABLE, DEFAULT_DB)))
 
 
-def serve(db: str | Path, *, host: str, port: int, workers: int | None = None) -> None:
+DEFAULT_THREADS = 4
+"""Request threads per worker: enough to overlap reads, few enough that SQLite's one writer
+is not queued behind hundreds of threads (granian's WSGI default is 256 a worker)."""
+
+
+def serve(
+    db: str | Path,
+    *,
+    host: str,
+    port: int,
+    workers: int | None = None,
+    threads: int = DEFAULT_THREADS,
+) -> None:
     """Serve the API from the SQLite store ``db`` until interrupted, with granian.
 
     Granian was measured fastest of the WSGI servers tried (``benchmarks/serve_bench.py``).
     Each of its ``workers`` processes (default: one per CPU) builds the app through
-    :func:`wsgi_app`, so each opens its own connections to the store.
+    :func:`wsgi_app`, so each opens its own connections to the store, and answers requests
+    from ``threads`` threads.
     """
     os.environ[DB_ENVIRONMENT_VARIABLE] = str(Path(db).resolve())
     Granian(
@@ -46,5 +59,6 @@ def serve(db: str | Path, *, host: str, port: int, workers: int | None = None) -
         port=port,
         interface=Interfaces.WSGI,
         workers=workers or os.cpu_count() or 1,
+        blocking_threads=threads,
         factory=True,
     ).serve()
