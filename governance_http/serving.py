@@ -60,5 +60,6 @@ def serve(
         interface=Interfaces.WSGI,
         workers=workers or os.cpu_count() or 1,
         blocking_threads=threads,
+        websockets=False,
         factory=True,
     ).serve()
