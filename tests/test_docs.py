@@ -46,3 +46,8 @@ def test_docs_pages_exist() -> None:
     for page in ("embedding.md", "serving.md", "http-reference.md", "storage-adapters.md",
                  "decisions.md"):
         assert (ROOT / "docs" / page).is_file(), page
+
+
+def test_http_reference_is_generated_from_the_code() -> None:
+    result = _run([str(ROOT / "scripts" / "http_reference.py"), "--check"], ROOT)
+    assert result.returncode == 0, "run: python scripts/http_reference.py"
