@@ -48,6 +48,10 @@ def typing(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """The benchmarks: each prints its figures and a ratio against a baseline run beside it."""
-    session.install("-e", ".[http,test]")
-    for script in ("benchmarks/storage_bench.py", "benchmarks/ingest_bench.py"):
+    session.install("-e", ".[http,test]", "gunicorn", "waitress", "cheroot")
+    for script in (
+        "benchmarks/storage_bench.py",
+        "benchmarks/ingest_bench.py",
+        "benchmarks/serve_bench.py",
+    ):
         session.run("python", script)

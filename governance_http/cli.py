@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from governance_core.errors import GovernanceError, ValidationErrors
 from governance_core.service import Bootstrap, Governance, Session
-from governance_http.serving import DEFAULT_DB, DEFAULT_THREADS, serve
+from governance_http.serving import (
+    BASE_URL_VARIABLE,
+    DEFAULT_DB,
+    DEFAULT_THREADS,
+    open_governance,
+    serve,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -43,17 +50,18 @@ def _print_bootstrap(made: Bootstrap, *, as_json: bool) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    with Governance.open(args.db) as gov:
+    with open_governance(args.db) as gov:
         made = gov.bootstrap(account_name=args.account_name, admin_email=args.admin_email)
     _print_bootstrap(made, as_json=args.json)
     return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
-    with Governance.open(args.db) as gov:
+    with open_governance(args.db) as gov:
         if gov.store.count("accounts") == 0:
             print(f"{args.db} is a new store; bootstrapped:")
             _print_bootstrap(gov.bootstrap(), as_json=False)
+    os.environ.setdefault(BASE_URL_VARIABLE, f"http://{args.host}:{args.port}")
     print(f"serving http://{args.host}:{args.port}/api/v1 from {args.db}", flush=True)
     serve(args.db, host=args.host, port=args.port, workers=args.workers, threads=args.threads)
     return 0
@@ -65,7 +73,7 @@ def _token_create(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None:
             params[name] = value
-    with Governance.open(args.db) as gov:
+    with open_governance(args.db) as gov:
         answer = gov.as_account(args.account).call("api_tokens/create", params)
     details = answer["details"]
     if args.json:
@@ -114,7 +122,7 @@ def _print_run(agent: dict[str, Any], run: dict[str, Any]) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    with Governance.open(args.db) as gov:
+    with open_governance(args.db) as gov:
         session = _demo_session(gov, args.account)
         agent = session.call(PLAYGROUND + "create_loan_application_review_agent")["agent"]
         registered = session.details(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import attrs
 import falcon
 from granian import Granian
 from granian.constants import Interfaces
@@ -16,10 +17,42 @@ from granian.constants import Interfaces
 from governance_core.service import Governance
 from governance_http.app import create_app
 
-__all__ = ["DB_ENVIRONMENT_VARIABLE", "DEFAULT_DB", "DEFAULT_THREADS", "serve", "wsgi_app"]
+__all__ = [
+    "DB_ENVIRONMENT_VARIABLE",
+    "DEFAULT_DB",
+    "DEFAULT_THREADS",
+    "ENCRYPTION_KEY_VARIABLE",
+    "PRICE_OVERRIDES_VARIABLE",
+    "BASE_URL_VARIABLE",
+    "open_governance",
+    "serve",
+    "wsgi_app",
+]
 
 DB_ENVIRONMENT_VARIABLE = "GOVERNANCE_DB"
 DEFAULT_DB = "governance.db"
+ENCRYPTION_KEY_VARIABLE = "GOVERNANCE_ENCRYPTION_KEY"
+PRICE_OVERRIDES_VARIABLE = "GOVERNANCE_PRICE_OVERRIDES"
+BASE_URL_VARIABLE = "GOVERNANCE_BASE_URL"
+
+
+def open_governance(db: str | Path) -> Governance:
+    """Open the store ``db`` with the operator's settings from the environment.
+
+    ``$GOVERNANCE_ENCRYPTION_KEY`` (Fernet keys, comma-separated, the first encrypting)
+    encrypts sensitive values at rest; ``$GOVERNANCE_PRICE_OVERRIDES`` names a JSON file of
+    model prices laid over the packaged snapshot; ``$GOVERNANCE_BASE_URL`` is the address
+    invite links point at.
+    """
+    governance = Governance.open(
+        db,
+        encryption_key=os.environ.get(ENCRYPTION_KEY_VARIABLE) or None,
+        price_overrides=os.environ.get(PRICE_OVERRIDES_VARIABLE) or None,
+    )
+    base_url = os.environ.get(BASE_URL_VARIABLE)
+    if base_url:
+        governance.config = attrs.evolve(governance.config, base_url=base_url.rstrip("/"))
+    return governance
 
 
 def wsgi_app() -> falcon.App[falcon.Request, falcon.Response]:
@@ -29,7 +62,7 @@ def wsgi_app() -> falcon.App[falcon.Request, falcon.Response]:
     'governance_http.serving:wsgi_app()'`` or ``waitress-serve --call
     governance_http.serving:wsgi_app``.
     """
-    return create_app(Governance.open(os.environ.get(DB_ENVIRONMENT_VARIABLE, DEFAULT_DB)))
+    return create_app(open_governance(os.environ.get(DB_ENVIRONMENT_VARIABLE, DEFAULT_DB)))
 
 
 DEFAULT_THREADS = 4
