@@ -11,7 +11,14 @@ from governance_core.envelopes import details_envelope
 from governance_core.errors import Conflict
 from governance_core.fields import Fields
 from governance_core.models.agents import AgentDeployment
-from governance_core.operations.common import list_response, load, resolve_ref, save, tenant
+from governance_core.operations.common import (
+    equality_filters,
+    list_response,
+    load,
+    resolve_ref,
+    save,
+    tenant,
+)
 from governance_core.operations.supplied_ids import claim_id, read_supplied_id
 from governance_core.registry import Context, operation
 from governance_core.storage.protocol import Filter
@@ -90,11 +97,7 @@ def _read_current_version(ctx: Context, fields: Fields, agent_id: str | None) ->
 @operation("agent_deployments/list", write=False)
 def list_deployments(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent deployments; filters ``agent_id``, ``environment_id``."""
-    filters: list[Filter] = []
-    for name in ("agent_id", "environment_id"):
-        value = fields.id(name)
-        if value is not None:
-            filters.append(Filter(name, "eq", value))
+    filters = equality_filters(fields, ids=("agent_id", "environment_id"))
     return list_response(
         ctx, fields, "agent_deployments", sortable=SORTABLE, filters=filters,
         summarize=lambda record: deployment_details(from_record(AgentDeployment, record)),

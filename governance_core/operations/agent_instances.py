@@ -24,7 +24,14 @@ from governance_core.models.agents import (
     empty_span_counts,
 )
 from governance_core.operations.agent_activity import follow_run_activity
-from governance_core.operations.common import list_response, load_record, save, tenant
+from governance_core.operations.common import (
+    equality_filters,
+    list_response,
+    load_record,
+    reach_filters,
+    save,
+    tenant,
+)
 from governance_core.operations.run_insights import run_insights
 from governance_core.operations.run_risk import Rulesets
 from governance_core.registry import ANY_SCOPE, Context, operation
@@ -214,20 +221,11 @@ def list_instances(ctx: Context, fields: Fields) -> dict[str, Any]:
     Filters ``agent_id``, ``environment_id``, ``agent_deployment_id``, ``status``,
     ``purpose``. An ingestion token sees its own agent and environment only.
     """
-    filters: list[Filter] = []
-    for name in ("agent_id", "environment_id", "agent_deployment_id"):
-        value = fields.id(name)
-        if value is not None:
-            filters.append(Filter(name, "eq", value))
-    for name, choices in (("status", STATUSES), ("purpose", PURPOSES)):
-        chosen = fields.str(name, choices=choices)
-        if chosen is not None:
-            filters.append(Filter(name, "eq", chosen))
-    principal = ctx.principal
-    assert principal is not None
-    if principal.is_ingestion:
-        filters.append(Filter("agent_id", "eq", principal.agent_id))
-        filters.append(Filter("environment_id", "eq", principal.environment_id))
+    filters = equality_filters(
+        fields,
+        ids=("agent_id", "environment_id", "agent_deployment_id"),
+        choices={"status": STATUSES, "purpose": PURPOSES},
+    ) + reach_filters(ctx)
     rulesets = Rulesets(ctx)
     return list_response(
         ctx, fields, "agent_instances", sortable=SORTABLE, filters=filters,

@@ -7,7 +7,13 @@ from typing import Any
 from governance_core.envelopes import details_envelope
 from governance_core.fields import Fields
 from governance_core.models.agents import AgentSchemaVersion
-from governance_core.operations.common import list_response, load_record, save, tenant
+from governance_core.operations.common import (
+    equality_filters,
+    list_response,
+    load_record,
+    save,
+    tenant,
+)
 from governance_core.registry import Context, operation
 from governance_core.rules.schemas import DeclaredSchemas
 from governance_core.storage.protocol import Filter, Record
@@ -102,10 +108,7 @@ def find_or_create_schema_version(
 @operation("agent_schema_versions/list", write=False)
 def list_schema_versions(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent schema versions; filter ``agent_id``."""
-    filters: list[Filter] = []
-    agent_id = fields.id("agent_id")
-    if agent_id is not None:
-        filters.append(Filter("agent_id", "eq", agent_id))
+    filters = equality_filters(fields, ids=("agent_id",))
     return list_response(
         ctx, fields, "agent_schema_versions", sortable=SORTABLE, filters=filters,
         summarize=lambda record: schema_version_details(ctx, record),

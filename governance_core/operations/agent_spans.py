@@ -18,7 +18,12 @@ from governance_core.envelopes import details_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
 from governance_core.models.agents import AgentSpan
-from governance_core.operations.common import list_response, load_record, resolve_ref
+from governance_core.operations.common import (
+    equality_filters,
+    list_response,
+    load_record,
+    resolve_ref,
+)
 from governance_core.operations.risk_alerts import raise_if_critical
 from governance_core.operations.run_risk import Rulesets, span_risk_fields
 from governance_core.operations.sensitive_values import (
@@ -332,10 +337,7 @@ def list_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
     end_time = fields.timestamp("end_time")
     if end_time is not None:
         filters.append(Filter("started_at", "le", format_timestamp(end_time)))
-    for name, choices in (("status", STATUSES), ("purpose", PURPOSES)):
-        chosen = fields.str(name, choices=choices)
-        if chosen is not None:
-            filters.append(Filter(name, "eq", chosen))
+    filters += equality_filters(fields, choices={"status": STATUSES, "purpose": PURPOSES})
     schema_name = fields.str("schema_name", max_length=NAME_MAX)
     if schema_name:
         filters.append(Filter("schema_name", "eq", schema_name))

@@ -11,7 +11,13 @@ from governance_core.converter import from_record
 from governance_core.envelopes import details_envelope
 from governance_core.fields import Fields
 from governance_core.models.agents import AgentVersion
-from governance_core.operations.common import list_response, load_record, save, tenant
+from governance_core.operations.common import (
+    equality_filters,
+    list_response,
+    load_record,
+    save,
+    tenant,
+)
 from governance_core.registry import Context, operation
 from governance_core.storage.protocol import Filter, Record
 
@@ -91,10 +97,7 @@ def register_agent_version(
 @operation("agent_versions/list", write=False)
 def list_agent_versions(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent versions; filter ``agent_id``."""
-    filters: list[Filter] = []
-    agent_id = fields.id("agent_id")
-    if agent_id is not None:
-        filters.append(Filter("agent_id", "eq", agent_id))
+    filters = equality_filters(fields, ids=("agent_id",))
     return list_response(
         ctx, fields, "agent_versions", sortable=SORTABLE, filters=filters,
         summarize=lambda record: agent_version_details(ctx, record),

@@ -14,7 +14,14 @@ from governance_core.errors import Conflict, InvalidAction
 from governance_core.fields import Fields
 from governance_core.models.accounts import ApiToken
 from governance_core.models.agents import Agent, empty_instance_counts
-from governance_core.operations.common import list_response, load, resolve_ref, save, tenant
+from governance_core.operations.common import (
+    equality_filters,
+    list_response,
+    load,
+    resolve_ref,
+    save,
+    tenant,
+)
 from governance_core.operations.supplied_ids import claim_id, read_supplied_id
 from governance_core.pagination import parse_page_request, parse_sorting
 from governance_core.registry import Context, operation
@@ -116,11 +123,7 @@ def _read_text(fields: Fields, name: str, max_length: int) -> str | None:
 @operation("agents/list", write=False)
 def list_agents(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agents; filters ``team_id``, ``owner_person_id``, ``risk_profile_id``, ``status``."""
-    filters: list[Filter] = []
-    for name, _ in REFERENCES:
-        value = fields.id(name)
-        if value is not None:
-            filters.append(Filter(name, "eq", value))
+    filters = equality_filters(fields, ids=[name for name, _ in REFERENCES])
     status = fields.str("status", choices=AGENT_STATUSES)
     if status in ("active", "dormant"):
         filters.append(Filter("status", "eq", "active"))

@@ -18,7 +18,14 @@ from governance_core.envelopes import details_envelope, success
 from governance_core.errors import AlertAlreadyCleared, AlertUnknown, InvalidValue, NotFound
 from governance_core.fields import Fields
 from governance_core.models.agents import Alert
-from governance_core.operations.common import list_response, load_record, ref_error, tenant
+from governance_core.operations.common import (
+    equality_filters,
+    list_response,
+    load_record,
+    reach_filters,
+    ref_error,
+    tenant,
+)
 from governance_core.operations.sensitive_values import (
     SplitValues,
     keep_values,
@@ -259,24 +266,15 @@ def _load_alert(ctx: Context, alert_id: object) -> Alert:
 
 def _filters(ctx: Context, fields: Fields) -> list[Filter]:
     """Read the list and count filters; an ingestion token is held to its own reach."""
-    filters: list[Filter] = []
-    for name in ("agent_instance_id", "agent_id", "environment_id"):
-        value = fields.id(name)
-        if value is not None:
-            filters.append(Filter(name, "eq", value))
-    for name, choices in (("status", STATUSES), ("severity", SEVERITIES)):
-        chosen = fields.str(name, choices=choices)
-        if chosen is not None:
-            filters.append(Filter(name, "eq", chosen))
+    filters = equality_filters(
+        fields,
+        ids=("agent_instance_id", "agent_id", "environment_id"),
+        choices={"status": STATUSES, "severity": SEVERITIES},
+    )
     alert_name = fields.str("name", max_length=NAME_MAX)
     if alert_name:
         filters.append(Filter("name", "eq", alert_name))
-    principal = ctx.principal
-    assert principal is not None
-    if principal.is_ingestion:
-        filters.append(Filter("agent_id", "eq", principal.agent_id))
-        filters.append(Filter("environment_id", "eq", principal.environment_id))
-    return filters
+    return filters + reach_filters(ctx)
 
 
 @operation("alerts/show", write=False, scopes=ANY_SCOPE)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from governance_core.converter import from_record, to_record
@@ -17,9 +17,11 @@ from governance_core.storage.schema import TABLES
 
 __all__ = [
     "KIND_TABLES",
+    "equality_filters",
     "list_response",
     "load",
     "load_record",
+    "reach_filters",
     "resolve_ref",
     "save",
     "tenant",
@@ -104,6 +106,39 @@ def ref_error(ctx: Context, name: str, kind: str, value: str) -> InvalidValue | 
     resolve_ref(ctx, fields, name, kind, value)
     error = fields.errors.to_error().errors.get(name)
     return error if isinstance(error, (InvalidValue, UnexpectedRefType)) else InvalidValue(name)
+
+
+def equality_filters(
+    fields: Fields,
+    ids: Iterable[str] = (),
+    choices: Mapping[str, Collection[str]] | None = None,
+) -> list[Filter]:
+    """Filters for the list members that were sent: ids by value, enumerations by choice.
+
+    A malformed id or a value outside its choices is an error on that member.
+    """
+    filters: list[Filter] = []
+    for name in ids:
+        value = fields.id(name)
+        if value is not None:
+            filters.append(Filter(name, "eq", value))
+    for name, allowed in (choices or {}).items():
+        chosen = fields.str(name, choices=allowed)
+        if chosen is not None:
+            filters.append(Filter(name, "eq", chosen))
+    return filters
+
+
+def reach_filters(ctx: Context) -> list[Filter]:
+    """What an ingestion token may see: its own agent in its own environment; else no limit."""
+    principal = ctx.principal
+    assert principal is not None
+    if not principal.is_ingestion:
+        return []
+    return [
+        Filter("agent_id", "eq", principal.agent_id),
+        Filter("environment_id", "eq", principal.environment_id),
+    ]
 
 
 def list_response(
