@@ -36,17 +36,25 @@ from governance_core.operations.sensitive_values import (
 from governance_core.operations.span_records import (
     NAME_MAX,
     control,
+    entry_in,
     in_reach,
     payload_size,
     read_instance_ref,
     record_span,
+    run_schema_version,
     schema_entry,
 )
 from governance_core.operations.supplied_ids import claim_id, read_supplied_id
 from governance_core.registry import ANY_SCOPE, Context, operation
 from governance_core.rules.aggregates import ACTIVITY
 from governance_core.rules.payload_validation import validate_payload
-from governance_core.rules.states import SPAN, SPAN_CREATE_STATES, advance
+from governance_core.rules.states import (
+    FINISH_STATUSES,
+    SPAN,
+    SPAN_CREATE_STATES,
+    advance,
+    states,
+)
 from governance_core.rules.templates import render_template
 from governance_core.storage.protocol import Filter, Record
 
@@ -61,8 +69,7 @@ __all__ = [
     "span_details",
 ]
 
-STATUSES = ("active", "complete", "failed", "cancelled")
-FINISH_STATUSES = ("complete", "failed", "cancelled")
+STATUSES = states(SPAN)
 PURPOSES = ("activity", "quality", "alert")
 SORTABLE = ("id", "started_at", "finished_at", "status")
 SPAN_TYPES = "span_type_schemas"
@@ -230,7 +237,8 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     fields.done()
     assert instance is not None and schema_name is not None
     span_id = claim_id(ctx, requested)
-    entry = schema_entry(ctx, instance, SPAN_TYPES, schema_name)
+    schema_version = run_schema_version(ctx, instance)
+    entry = entry_in(schema_version, SPAN_TYPES, schema_name)
     span = AgentSpan(
         id=span_id, account_id=ctx.account_id, agent_id=instance["agent_id"],
         agent_instance_id=instance["id"], parent_span_id=parent_id, schema_name=schema_name,
@@ -242,8 +250,9 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     instance = record_span(ctx, instance, span)
     if sensitive:
         keep_values(ctx, span_id, kept)
-    instance = raise_if_critical(ctx, instance, to_record(span), entry)
-    details = span_details(ctx, to_record(span), SpanView(), entry)
+    span_record = to_record(span)
+    instance = raise_if_critical(ctx, instance, span_record, schema_version, entry)
+    details = span_details(ctx, span_record, SpanView(), entry)
     return details_envelope(details, **control(instance))
 
 

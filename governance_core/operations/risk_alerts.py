@@ -27,20 +27,24 @@ RISK_CRITICAL = "risk_critical"
 
 
 def raise_if_critical(
-    ctx: Context, instance: Record, span: Record, span_type: Mapping[str, Any] | None
+    ctx: Context,
+    instance: Record,
+    span: Record,
+    schema_version: Record | None,
+    span_type: Mapping[str, Any] | None,
 ) -> Record:
     """Raise ``risk_critical`` if the new activity ``span`` took its run to critical.
 
-    ``instance`` is the run as stored after the span write and ``span_type`` the span's entry
-    in the run's span type schemas. Returns the instance as stored afterwards. The alert's
-    payload names the score, the threshold and the span that crossed it; the alert schema
-    ``risk_critical``, when the run's schema version declares one, gives its title and summary.
+    ``instance`` is the run as stored after the span write, ``schema_version`` the run's
+    schema version (already read by the span write) and ``span_type`` the span's entry in it.
+    Returns the instance as stored afterwards. The alert's payload names the score, the
+    threshold and the span that crossed it; the alert schema ``risk_critical``, when the
+    run's schema version declares one, gives its title and summary.
     """
     if instance.get("risk_critical_raised"):
         return instance
     if span_type is None or not is_assessable(span_type.get("data_risk")):
         return instance
-    schema_version = ctx.store.get("agent_schema_versions", instance["agent_schema_version_id"])
     ruleset = Rulesets(ctx).for_agent(instance["agent_id"])
     score = instance_risk_score(instance, schema_version, ruleset)
     if score is None or score["risk_level"] != "critical":

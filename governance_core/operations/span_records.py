@@ -28,10 +28,12 @@ from governance_core.storage.protocol import Record
 
 __all__ = [
     "control",
+    "entry_in",
     "in_reach",
     "payload_size",
     "read_instance_ref",
     "record_span",
+    "run_schema_version",
     "schema_entry",
     "system_span",
 ]
@@ -73,7 +75,16 @@ def schema_entry(ctx: Context, instance: Record, group: str, name: str) -> dict[
 
     ``group`` is ``span_type_schemas``, ``alert_schemas`` or ``quality_schemas``.
     """
-    schema_version = ctx.store.get("agent_schema_versions", instance["agent_schema_version_id"])
+    return entry_in(run_schema_version(ctx, instance), group, name)
+
+
+def run_schema_version(ctx: Context, instance: Record) -> Record | None:
+    """Return the schema version the run ``instance`` was registered with."""
+    return ctx.store.get("agent_schema_versions", instance["agent_schema_version_id"])
+
+
+def entry_in(schema_version: Record | None, group: str, name: str) -> dict[str, Any] | None:
+    """Return the entry ``name`` of the map ``group`` of ``schema_version``, or None."""
     if schema_version is None:
         return None
     entry = (schema_version.get(group) or {}).get(name)
