@@ -12,6 +12,7 @@ from pathlib import Path
 import governance_core.service  # noqa: F401 - registers every operation
 from governance_core.bulk import BULK
 from governance_core.registry import REGISTRY
+from governance_core.rules.states import MACHINES, states
 from governance_http.errors import STATUS_BY_CODE
 from governance_http.routes import ROUTES, served_routes
 
@@ -57,7 +58,19 @@ def render() -> str:
             summary += f" A bare JSON string body is `{route.bare_body}`."
         lines.append(f"| {route.method} | `{route.path}` | `{route.operation}` | {scopes} "
                      f"| {summary} |")
-    lines += ["", "## Error codes", "", "| Code | HTTP status |", "|---|---|"]
+    lines += ["", "## States", "",
+              "Each resource's status moves only as its table in `governance_core/rules/states.py` "
+              "allows; any other action on it is `409 invalid_action`, except that a `start` of a "
+              "run that is no longer pending answers 200 and changes nothing, clearing a cleared "
+              "alert is `409 alert_already_cleared`, and reinstating an agent without runs lands "
+              "in `pending`. An agent's `dormant` status is computed on read.", ""]
+    for kind, machine in MACHINES.items():
+        lines += [f"### {kind}", "", f"States: {', '.join(f'`{s}`' for s in states(machine))}.",
+                  "", "| From | Action | To |", "|---|---|---|"]
+        lines += [f"| `{before}` | {trigger} | `{after}` |"
+                  for (before, trigger), after in machine.items()]
+        lines.append("")
+    lines += ["## Error codes", "", "| Code | HTTP status |", "|---|---|"]
     lines += [f"| `{code}` | {status} |" for code, status in STATUS_BY_CODE.items()]
     lines += [
         "",

@@ -36,7 +36,14 @@ from governance_core.operations.run_insights import run_insights
 from governance_core.operations.run_risk import Rulesets
 from governance_core.registry import ANY_SCOPE, Context, operation
 from governance_core.rules.aggregates import apply_span
-from governance_core.rules.states import INSTANCE, SPAN, advance, allowed
+from governance_core.rules.states import (
+    FINISH_STATUSES,
+    INSTANCE,
+    SPAN,
+    advance,
+    allowed,
+    states,
+)
 from governance_core.storage.protocol import Filter, Record
 
 __all__ = [
@@ -51,8 +58,7 @@ __all__ = [
 ]
 
 PURPOSES = ("live", "smoke_test", "eval")
-STATUSES = ("pending", "active", "complete", "failed", "cancelled", "terminated")
-FINISH_STATUSES = ("complete", "failed", "cancelled")
+STATUSES = states(INSTANCE)
 SORTABLE = ("id", "status", "started_at", "finished_at", "inserted_at")
 REASON_MAX = 2000
 

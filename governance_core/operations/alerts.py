@@ -41,7 +41,7 @@ from governance_core.operations.span_records import (
     system_span,
 )
 from governance_core.registry import ANY_SCOPE, Context, operation
-from governance_core.rules.states import ALERT, advance
+from governance_core.rules.states import ALERT, advance, states
 from governance_core.rules.templates import render_template
 from governance_core.storage.protocol import Filter, Record
 
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 SEVERITIES = ("critical", "error", "warning", "info")
-STATUSES = ("raised", "cleared")
+STATUSES = states(ALERT)
 SORTABLE = ("id", "raised_at", "cleared_at", "severity", "name")
 ALERT_SCHEMAS = "alert_schemas"
 

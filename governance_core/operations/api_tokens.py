@@ -15,13 +15,13 @@ from governance_core.fields import Fields
 from governance_core.models.accounts import ApiToken
 from governance_core.operations.common import list_response, load, resolve_ref, save
 from governance_core.registry import Context, operation
-from governance_core.rules.states import TOKEN, advance
+from governance_core.rules.states import TOKEN, advance, states
 from governance_core.storage.protocol import Filter, Record
 
 __all__ = ["SCOPES", "STATUSES", "api_token_details", "issue_token"]
 
 SCOPES = ("account", "agent_deployment")
-STATUSES = ("active", "suspended", "revoked")
+STATUSES = states(TOKEN)
 SORTABLE = ("id", "status", "token_scope", "last_used_at", "expires_at", "inserted_at")
 
 

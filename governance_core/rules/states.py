@@ -19,11 +19,12 @@ __all__ = [
     "SPAN",
     "TOKEN",
     "Machine",
-    "INSTANCE_FINISHED",
+    "FINISH_STATUSES",
     "SPAN_CREATE_STATES",
     "advance",
     "allowed",
     "reinstated_state",
+    "states",
 ]
 
 Machine = Mapping[tuple[str, str], str]
@@ -43,7 +44,8 @@ INSTANCE: Machine = {
 }
 """Agent instance. ``start`` elsewhere is a no-op (clients send it late), not an error."""
 
-INSTANCE_FINISHED = frozenset({"complete", "failed", "cancelled", "terminated"})
+FINISH_STATUSES = ("complete", "failed", "cancelled")
+"""The statuses a ``finish`` of a run or of a span may ask for."""
 
 SPAN: Machine = {
     ("active", "complete"): "complete",
@@ -102,6 +104,15 @@ MACHINES: Mapping[str, Machine] = {
     "admin_user_invite": INVITE,
     "api_token": TOKEN,
 }
+
+
+def states(machine: Machine) -> tuple[str, ...]:
+    """Every state of ``machine``, in the order the table first names them."""
+    named: dict[str, None] = {}
+    for (state, _), after in machine.items():
+        named.setdefault(state, None)
+        named.setdefault(after, None)
+    return tuple(named)
 
 
 def allowed(machine: Machine, state: str, trigger: str) -> bool:
