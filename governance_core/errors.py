@@ -27,8 +27,7 @@ one table, and the core knows none of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 __all__ = [
@@ -290,13 +289,6 @@ class FieldErrors:
         if self._tree:
             raise self.to_error()
 
-    @contextmanager
-    def collecting(self, path: PathPart | Sequence[PathPart]) -> Iterator[None]:
-        """Turn a GovernanceError raised in the block into an error on ``path``."""
-        try:
-            yield
-        except GovernanceError as error:
-            self.add(path, error)
 
 
 def _label(path: PathPart | Sequence[PathPart]) -> str:

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pfid
 
-__all__ = ["IdFactory", "SeededIds", "extract_partition", "is_pfid", "new_partition"]
+__all__ = ["IdFactory", "SeededIds", "extract_partition", "is_pfid"]
 
 MAX_PARTITION = 2**30 - 1
 _RANDOM_LIMIT = 2**80
@@ -68,7 +68,3 @@ class SeededIds(IdFactory):
         generator = random.Random(seed)
         super().__init__(lambda n: generator.randbytes(n))
 
-
-def new_partition() -> int:
-    """A random partition from the system's randomness."""
-    return IdFactory().new_partition()
