@@ -14,6 +14,7 @@ from governance_core.service import Governance
 from governance_http.body import MAX_BODY_BYTES, MAX_JSON_DEPTH, BodyLimits
 from governance_http.errors import register_error_handlers
 from governance_http.openapi import build_document
+from governance_http.requestlog import RequestLog
 from governance_http.resources import OpenApiResource, OperationResource, PingResource
 from governance_http.routes import PREFIX, ROUTES, Route, served_routes
 
@@ -32,7 +33,9 @@ def create_app(
     Only routes whose operation is registered in the core are served. Request bodies larger
     than ``max_body_bytes`` answer 413; JSON nested deeper than ``max_json_depth`` answers 400.
     """
-    app: falcon.App[falcon.Request, falcon.Response] = falcon.App(media_type=falcon.MEDIA_JSON)
+    app: falcon.App[falcon.Request, falcon.Response] = falcon.App(
+        media_type=falcon.MEDIA_JSON, middleware=[RequestLog()]
+    )
     app.req_options.strip_url_path_trailing_slash = True
     compact = partial(json.dumps, ensure_ascii=False, separators=(",", ":"))
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(dumps=compact)
