@@ -1,0 +1,310 @@
+"""Fixtures and assertions for testing code that records runs with this library.
+
+Installed with the package and registered through the ``pytest11`` entry point, so a test
+suite gets these fixtures with no import or configuration:
+
+``governance``
+    A :class:`~governance_core.service.Governance` over a new in-memory store, with one
+    account bootstrapped (see ``governance_bootstrap``).
+``governance_bootstrap``
+    That account's :class:`~governance_core.service.Bootstrap`: ids and an account token.
+``governance_session``
+    A :class:`~governance_core.service.Session` as that token's holder: record runs with
+    ``governance_session.run(...)``.
+``governance_server``
+    A real HTTP server on a free port serving ``governance`` as ``/api/v1``, for agents that
+    record through an SDK (:class:`governance_http.testing.GovernanceServer`). It needs the
+    ``http`` extra; without falcon the tests using it are skipped, saying so.
+``recorded_run``
+    Loads what a run recorded as a :class:`RecordedRun` (the account's newest run when no id
+    is given), whose ``assert_*`` methods fail with a message describing the run.
+
+Nothing here imports the library until a fixture is used, so the plugin costs a test suite
+that does not use it nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from governance_core.service import Bootstrap, Governance, Session
+    from governance_http.testing import GovernanceServer
+
+__all__ = [
+    "RecordedRun",
+    "governance",
+    "governance_bootstrap",
+    "governance_server",
+    "governance_session",
+    "recorded_run",
+]
+
+_PAGE = {"pagination[page_size]": 100}
+
+
+def _all(session: Session, operation: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = session.call(operation, {**params, **_PAGE, "pagination[offset]": offset})
+        found.extend(page["summaries"])
+        offset = page["pagination"]["next_page_offset"]
+    return found
+
+
+class RecordedRun:
+    """What one run recorded (details, spans, alerts), with assertions on it.
+
+    Each ``assert_*`` method raises ``AssertionError`` with a message that names what was
+    expected and describes what the run holds; each returns what it checked, for further
+    assertions.
+    """
+
+    def __init__(
+        self, details: dict[str, Any], spans: list[dict[str, Any]], alerts: list[dict[str, Any]]
+    ) -> None:
+        self.details = details
+        self.spans = spans
+        self.alerts = alerts
+
+    @classmethod
+    def load(cls, session: Session, run_id: str) -> RecordedRun:
+        """Read run ``run_id`` through ``session``: its details, spans and alerts."""
+        details = session.details("agent_instances/show", {"agent_instance_id": run_id})
+        spans = _all(session, "agent_spans/list",
+                     {"agent_instance_id": run_id, "sorting": "started_at"})
+        alerts = _all(session, "alerts/list", {"agent_instance_id": run_id})
+        return cls(details, spans, alerts)
+
+    @property
+    def id(self) -> str:
+        """The run's (agent instance's) id."""
+        run_id: str = self.details["id"]
+        return run_id
+
+    @property
+    def status(self) -> str:
+        """The run's status."""
+        status: str = self.details["status"]
+        return status
+
+    @property
+    def risk_level(self) -> str | None:
+        """The run's risk level (low, medium, high, critical); None when none was assessed.
+
+        A run is assessed when a span type it used declares a ``data_risk``.
+        """
+        level: str | None = (self.details["risk_score"] or {}).get("risk_level")
+        return level
+
+    @property
+    def total_cost(self) -> Decimal | None:
+        """The run's total cost in USD; None when no span reported token usage, or no model
+        it used has a known price."""
+        cost = (self.details["cost_breakdown"] or {}).get("total_cost")
+        return None if cost is None else Decimal(str(cost))
+
+    def _cost_unknown(self) -> str:
+        if self.details["cost_breakdown"] is None:
+            return "no span reported token usage"
+        return "no model the run used has a known price"
+
+    def describe(self) -> str:
+        """The run in a few lines, as failure messages show it."""
+        by_type: dict[str, Counter[str]] = {}
+        for span in self.spans:
+            by_type.setdefault(span["schema_name"], Counter())[span["status"]] += 1
+        lines = [
+            f"run {self.id}: {self.status}, risk {self.risk_level or 'not assessed'} "
+            f"(score {(self.details['risk_score'] or {}).get('total_score', 0)}), "
+            "cost " + (self._cost_unknown() if self.total_cost is None
+                       else f"${self.total_cost}"),
+            "  spans: " + (", ".join(
+                f"{name} x{sum(counts.values())} ("
+                + ", ".join(f"{status} {n}" for status, n in sorted(counts.items())) + ")"
+                for name, counts in sorted(by_type.items())
+            ) or "none"),
+            "  alerts: " + (", ".join(
+                f"{alert['name']} ({alert['severity']}, {alert['status']})"
+                for alert in self.alerts
+            ) or "none"),
+        ]
+        return "\n".join(lines)
+
+    def _fail(self, message: str) -> AssertionError:
+        return AssertionError(f"{message}\n{self.describe()}")
+
+    def spans_of_type(self, schema_name: str, *, status: str | None = None) -> list[dict[str, Any]]:
+        """The run's spans of type ``schema_name`` (and ``status``, when given), oldest first."""
+        return [
+            span for span in self.spans
+            if span["schema_name"] == schema_name and status in (None, span["status"])
+        ]
+
+    def assert_spans(
+        self, schema_name: str, *, count: int | None = None, status: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Assert the run has spans of a type: ``count`` of them (else at least one).
+
+        With ``status``, only spans in that status count; the matching spans are returned.
+        """
+        __tracebackhide__ = True
+        found = self.spans_of_type(schema_name, status=status)
+        what = f"{schema_name!r} spans" + (f" with status {status!r}" if status else "")
+        if count is None and not found:
+            raise self._fail(f"expected {what}, found none")
+        if count is not None and len(found) != count:
+            raise self._fail(f"expected {count} {what}, found {len(found)}")
+        return found
+
+    def assert_no_spans(self, schema_name: str, *, status: str | None = None) -> None:
+        """Assert the run has no span of that type (in that status, when given)."""
+        __tracebackhide__ = True
+        self.assert_spans(schema_name, count=0, status=status)
+
+    def assert_status(self, expected: str) -> None:
+        """Assert the run's status."""
+        __tracebackhide__ = True
+        if self.status != expected:
+            raise self._fail(f"expected the run to be {expected!r}, it is {self.status!r}")
+
+    def assert_cost(
+        self,
+        *,
+        at_most: float | Decimal | None = None,
+        at_least: float | Decimal | None = None,
+    ) -> Decimal:
+        """Assert the run's total cost (USD) is known and within the bounds given."""
+        __tracebackhide__ = True
+        cost = self.total_cost
+        if cost is None:
+            raise self._fail(f"expected a known cost, but {self._cost_unknown()}")
+        if at_most is not None and cost > Decimal(str(at_most)):
+            raise self._fail(f"expected a cost of at most ${at_most}, it is ${cost}")
+        if at_least is not None and cost < Decimal(str(at_least)):
+            raise self._fail(f"expected a cost of at least ${at_least}, it is ${cost}")
+        return cost
+
+    def assert_risk_level(
+        self, expected: str | None = None, *, at_most: str | None = None
+    ) -> str:
+        """Assert the run's risk was assessed and is ``expected``, or no higher than ``at_most``.
+
+        Levels rank low < medium < high < critical.
+        """
+        __tracebackhide__ = True
+        from governance_core.rules.risk import RISK_LEVELS
+
+        for given in (expected, at_most):
+            if given is not None and given not in RISK_LEVELS:
+                raise ValueError(f"a risk level is one of {', '.join(RISK_LEVELS)}: {given!r}")
+        level = self.risk_level
+        if level is None:
+            raise self._fail(
+                "expected an assessed risk level, but no span type the run used declares "
+                "data_risk"
+            )
+        if expected is not None and level != expected:
+            raise self._fail(f"expected risk level {expected!r}, it is {level!r}")
+        if at_most is not None and RISK_LEVELS.index(level) > RISK_LEVELS.index(at_most):
+            raise self._fail(f"expected risk level at most {at_most!r}, it is {level!r}")
+        return level
+
+    def assert_alerts(
+        self, *names: str, severity: str | None = None, status: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Assert the run raised exactly the alerts ``names`` (in any order; none when empty).
+
+        ``severity`` and ``status`` narrow which of the run's alerts are compared.
+        """
+        __tracebackhide__ = True
+        alerts = [
+            alert for alert in self.alerts
+            if severity in (None, alert["severity"]) and status in (None, alert["status"])
+        ]
+        found = sorted(alert["name"] for alert in alerts)
+        if found != sorted(names):
+            narrowed = "".join(
+                f" {label} {value!r}"
+                for label, value in (("of severity", severity), ("in status", status))
+                if value is not None
+            )
+            wanted = ", ".join(sorted(names)) or "none"
+            raise self._fail(
+                f"expected alerts{narrowed}: {wanted}; found {', '.join(found) or 'none'}"
+            )
+        return alerts
+
+
+@pytest.fixture
+def _governance_made() -> Iterator[tuple[Governance, Bootstrap]]:
+    from governance_core.service import Governance
+    from governance_core.storage.memory import MemoryStore
+
+    made = Governance(MemoryStore())
+    setup = made.bootstrap(account_name="Test account", admin_email="admin@example.test")
+    yield made, setup
+    made.close()
+
+
+@pytest.fixture
+def governance(_governance_made: tuple[Governance, Bootstrap]) -> Governance:
+    """A facade over a new in-memory store with one account bootstrapped."""
+    return _governance_made[0]
+
+
+@pytest.fixture
+def governance_bootstrap(_governance_made: tuple[Governance, Bootstrap]) -> Bootstrap:
+    """The bootstrapped account of ``governance``: its ids and account token."""
+    return _governance_made[1]
+
+
+@pytest.fixture
+def governance_session(governance: Governance, governance_bootstrap: Bootstrap) -> Session:
+    """A session as the bootstrapped account token's holder."""
+    return governance.session(governance_bootstrap.token)
+
+
+@pytest.fixture
+def governance_server(
+    governance: Governance, governance_bootstrap: Bootstrap
+) -> Iterator[GovernanceServer]:
+    """A real server on a free port serving ``governance`` (needs the ``http`` extra)."""
+    pytest.importorskip(
+        "falcon",
+        reason="the governance_server fixture needs the http extra "
+        "(pip install 'agent-runs-governance[http]')",
+    )
+    from governance_http.testing import GovernanceServer
+
+    server = GovernanceServer(governance, governance_bootstrap.token)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def recorded_run(governance_session: Session) -> Callable[..., RecordedRun]:
+    """Load what a run recorded: ``recorded_run(run_id)``, or the newest run when no id.
+
+    ``recorded_run(run)`` takes a recording :class:`~governance_core.recording.Run` too.
+    """
+
+    def load(run: Any = None) -> RecordedRun:
+        __tracebackhide__ = True
+        if run is None:
+            newest = governance_session.call(
+                "agent_instances/list", {"sorting": "-inserted_at", "pagination[page_size]": 1}
+            )["summaries"]
+            if not newest:
+                raise AssertionError("no run was recorded in the test account")
+            run = newest[0]["id"]
+        return RecordedRun.load(governance_session, run if isinstance(run, str) else run.id)
+
+    return load

@@ -1,0 +1,18 @@
+"""The plugin is tested as a user meets it: test files run by an inner pytest (pytester)."""
+
+from __future__ import annotations
+
+import pytest
+
+PLUGIN = "governance_core.pytest_plugin"
+
+
+@pytest.fixture
+def user_pytest(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """An inner pytest that loads only the plugin, whether or not the package is installed.
+
+    Entry-point autoloading is off so an installed copy is not registered a second time
+    beside ``-p``; the entry point itself is checked in ``test_entry_point.py``.
+    """
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    return pytester

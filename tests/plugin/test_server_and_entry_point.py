@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.plugin.conftest import PLUGIN
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_plugin_is_registered_by_the_pytest11_entry_point() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["pytest11"] == {"governance": PLUGIN}
+    assert "pytest" not in " ".join(project["dependencies"])
+
+
+def test_an_sdk_style_client_records_through_the_server(user_pytest: pytest.Pytester) -> None:
+    user_pytest.makepyfile(test_sdk='''
+import json
+import urllib.request
+
+
+def send(server, method, path, body=None, request_id=None):
+    request = urllib.request.Request(
+        server.api_url + path, method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {server.token}", "Content-Type": "application/json",
+                 **({"X-Request-Id": request_id} if request_id else {})},
+    )
+    with urllib.request.urlopen(request) as response:
+        return response.headers, json.loads(response.read())
+
+
+def test_records_over_http(governance_server, recorded_run):
+    _, agent = send(governance_server, "POST", "/agent", {"details": {"name": "Remote"}})
+    headers, run = send(governance_server, "POST", "/agent_instance/register", {
+        "agent_id": agent["details"]["id"], "agent_version": {"name": "v1",
+        "external_identifier": "v1"}, "agent_schema_version": {"external_identifier": "s1",
+        "span_type_schemas": [{"name": "llm"}]}}, request_id="run-42")
+    assert headers["X-Request-Id"] == "run-42"
+    run_id = run["details"]["id"]
+    send(governance_server, "POST", f"/agent_instance/{run_id}/start")
+    send(governance_server, "POST", "/agent_spans", {"details": {
+        "agent_instance_id": run_id, "schema_name": "llm", "status": "complete",
+        "payload": {"model": "gpt-4o"},
+        "result_payload": {"usage": {"input_tokens": 10, "output_tokens": 5}}}})
+    send(governance_server, "POST", f"/agent_instance/{run_id}/finish", {})
+    recorded = recorded_run()
+    assert recorded.id == run_id
+    recorded.assert_status("complete")
+    recorded.assert_spans("llm", count=1)
+    recorded.assert_cost(at_most=0.01)
+''')
+    user_pytest.runpytest("-p", PLUGIN).assert_outcomes(passed=1)
+
+
+def test_without_falcon_the_server_fixture_skips_saying_why(tmp_path: Path) -> None:
+    (tmp_path / "test_needs_server.py").write_text(
+        "def test_server(governance_server):\n    pass\n\n"
+        "def test_session(governance_session):\n"
+        "    assert governance_session.call('agents/list')['summaries'] == []\n"
+    )
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text("import sys\nsys.modules['falcon'] = None\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider", "-rs",
+         "-q", str(tmp_path / "test_needs_server.py")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+        env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+             "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed, 1 skipped" in result.stdout
+    assert "the governance_server fixture needs the http extra" in result.stdout
