@@ -1,4 +1,4 @@
-"""The WSGI entry point for servers, which opens the store in the serving process.
+"""Serving the app with granian: the WSGI factory each worker calls, and :func:`serve`.
 
 SQLite connections must not cross a ``fork``: a server that forks workers imports this factory
 in each worker (never in the parent), so every worker opens its own connections.
@@ -6,68 +6,112 @@ in each worker (never in the parent), so every worker opens its own connections.
 
 from __future__ import annotations
 
+import copy
+import errno
+import logging
 import os
+import socket
 from pathlib import Path
+from typing import Any
 
-import attrs
 import falcon
 from granian import Granian
 from granian.constants import Interfaces
+from granian.log import LOGGING_CONFIG, LogLevels
 
-from governance_core.service import Governance
 from governance_http.app import create_app
+from governance_http.requestlog import ACCESS_LOGGER
+from governance_http.settings import (
+    BASE_URL_VARIABLE,
+    DB_ENVIRONMENT_VARIABLE,
+    DEFAULT_DB,
+    DEFAULT_THREADS,
+    ENCRYPTION_KEY_VARIABLE,
+    LOG_LEVELS,
+    PRICE_OVERRIDES_VARIABLE,
+    default_db,
+    file_path,
+    open_governance,
+)
 
 __all__ = [
+    "BASE_URL_VARIABLE",
     "DB_ENVIRONMENT_VARIABLE",
     "DEFAULT_DB",
     "DEFAULT_THREADS",
     "ENCRYPTION_KEY_VARIABLE",
+    "LOG_LEVELS",
     "PRICE_OVERRIDES_VARIABLE",
-    "BASE_URL_VARIABLE",
+    "PortInUse",
+    "check_port_free",
+    "logging_config",
     "open_governance",
     "serve",
     "wsgi_app",
 ]
 
-DB_ENVIRONMENT_VARIABLE = "GOVERNANCE_DB"
-DEFAULT_DB = "governance.db"
-ENCRYPTION_KEY_VARIABLE = "GOVERNANCE_ENCRYPTION_KEY"
-PRICE_OVERRIDES_VARIABLE = "GOVERNANCE_PRICE_OVERRIDES"
-BASE_URL_VARIABLE = "GOVERNANCE_BASE_URL"
-
-
-def open_governance(db: str | Path) -> Governance:
-    """Open the store ``db`` with the operator's settings from the environment.
-
-    ``$GOVERNANCE_ENCRYPTION_KEY`` (Fernet keys, comma-separated, the first encrypting)
-    encrypts sensitive values at rest; ``$GOVERNANCE_PRICE_OVERRIDES`` names a JSON file of
-    model prices laid over the packaged snapshot; ``$GOVERNANCE_BASE_URL`` is the address
-    invite links point at.
-    """
-    governance = Governance.open(
-        db,
-        encryption_key=os.environ.get(ENCRYPTION_KEY_VARIABLE) or None,
-        price_overrides=os.environ.get(PRICE_OVERRIDES_VARIABLE) or None,
-    )
-    base_url = os.environ.get(BASE_URL_VARIABLE)
-    if base_url:
-        governance.config = attrs.evolve(governance.config, base_url=base_url.rstrip("/"))
-    return governance
+class PortInUse(Exception):
+    """Another process listens on the address ``serve`` was asked to take."""
 
 
 def wsgi_app() -> falcon.App[falcon.Request, falcon.Response]:
-    """Build the app over the SQLite store named by ``$GOVERNANCE_DB`` (``governance.db``).
+    """Build the app over the store named by ``$GOVERNANCE_DB`` (``governance.db``).
 
     Servers call this factory once per process: ``gunicorn
     'governance_http.serving:wsgi_app()'`` or ``waitress-serve --call
     governance_http.serving:wsgi_app``.
     """
-    return create_app(open_governance(os.environ.get(DB_ENVIRONMENT_VARIABLE, DEFAULT_DB)))
+    return create_app(open_governance(default_db()))
 
 
-DEFAULT_THREADS = 4
-"""Request threads per worker: enough to overlap reads, few enough that SQLite's one writer
-is not queued behind hundreds of threads (granian's WSGI default is 256 a worker)."""
+def check_port_free(host: str, port: int) -> None:
+    """Raise :class:`PortInUse` when ``host:port`` cannot be bound by a socket of our own.
+
+    Granian's workers bind with ``SO_REUSEPORT``, which lets a second server share a port
+    another holds, and the kernel then splits connections between the two. A plain bind
+    (``SO_REUSEADDR`` only, so a closed predecessor's ``TIME_WAIT`` does not count) fails
+    while anyone listens there.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise PortInUse(
+                    f"port {port} on {host} is in use (is another server running?); "
+                    "choose another with --port"
+                ) from error
+            raise
+
+
+def logging_config(level: str = "info", *, access_log: bool = True) -> dict[str, Any]:
+    """The ``logging.dictConfig`` each worker applies: granian's, plus the access log.
+
+    The access log (logger ``governance_http.access``, one line a request) goes to standard
+    output when ``access_log`` is true and nowhere otherwise; ``level`` applies to the
+    server's own messages.
+    """
+    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["governance_access"] = {
+        "()": "logging.Formatter",
+        "fmt": "%(asctime)s %(message)s",
+    }
+    config["handlers"]["governance_access"] = {
+        "formatter": "governance_access",
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stdout",
+    }
+    config["loggers"][ACCESS_LOGGER] = {
+        "handlers": ["governance_access"],
+        "level": "INFO" if access_log else logging.CRITICAL + 1,
+        "propagate": False,
+    }
+    config["loggers"]["governance_http"] = {
+        "handlers": ["console"], "level": level.upper(), "propagate": False,
+    }
+    return config
 
 
 def serve(
@@ -77,15 +121,20 @@ def serve(
     port: int,
     workers: int | None = None,
     threads: int = DEFAULT_THREADS,
+    log_level: str = "info",
+    access_log: bool = True,
 ) -> None:
-    """Serve the API from the SQLite store ``db`` until interrupted, with granian.
+    """Serve the API from the store ``db`` until interrupted, with granian.
 
     Granian was measured fastest of the WSGI servers tried (``benchmarks/serve_bench.py``).
     Each of its ``workers`` processes (default: one per CPU) builds the app through
     :func:`wsgi_app`, so each opens its own connections to the store, and answers requests
-    from ``threads`` threads.
+    from ``threads`` threads. Raises :class:`PortInUse` before starting when the port is
+    taken.
     """
-    os.environ[DB_ENVIRONMENT_VARIABLE] = str(Path(db).resolve())
+    check_port_free(host, port)
+    path = file_path(db)
+    os.environ[DB_ENVIRONMENT_VARIABLE] = str(path.resolve()) if path else str(db)
     Granian(
         f"{__name__}:wsgi_app",
         address=host,
@@ -95,4 +144,6 @@ def serve(
         blocking_threads=threads,
         websockets=False,
         factory=True,
+        log_level=LogLevels(log_level),
+        log_dictconfig=logging_config(log_level, access_log=access_log),
     ).serve()

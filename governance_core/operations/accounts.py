@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from governance_core.converter import to_record
+from governance_core.converter import from_record, to_record
 from governance_core.envelopes import details_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
@@ -158,3 +158,16 @@ def update_account(ctx: Context, fields: Fields) -> dict[str, Any]:
         updated = attrs.evolve(updated, updated_at=ctx.now)
         ctx.store.put("accounts", to_record(updated))
     return details_envelope(account_details(updated))
+
+
+@operation("accounts/list_all", write=False, scopes=(), authenticated=False)
+def list_all_accounts(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """List every account in the store, for its operator.
+
+    It is for code holding the store itself (``Governance.call``, the ``governance``
+    command): no route serves it and bulk refuses it to every token (no scope may call it).
+    """
+    return list_response(
+        ctx, fields, "accounts", sortable=SORTABLE, scoped=False,
+        summarize=lambda record: account_details(from_record(Account, record)),
+    )

@@ -21,7 +21,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return status, captured.out, captured.err
 
 
-def test_init_json_prints_one_object_and_adds_accounts(
+def test_init_json_prints_one_object_and_accounts_create_adds_accounts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = str(tmp_path / "g.db")
@@ -29,8 +29,16 @@ def test_init_json_prints_one_object_and_adds_accounts(
     assert status == 0
     first = json.loads(out)
     assert set(first) == BOOTSTRAP_KEYS
-    status, out, _ = run(capsys, "init", "--db", db, "--json", "--account-name", "Second")
+    status, out, err = run(capsys, "init", "--db", db, "--json", "--account-name", "Second")
+    assert (status, out) == (1, "")
+    assert err.strip() == (f"error: {db} already holds 1 account(s); add another with "
+                           f"`governance accounts create --db {db}`")
+    status, out, _ = run(
+        capsys, "accounts", "create", "--db", db, "--json", "--account-name", "Second"
+    )
+    assert status == 0
     second = json.loads(out)
+    assert set(second) == BOOTSTRAP_KEYS
     assert second["account_id"] != first["account_id"]
     with Governance.open(db) as gov:
         assert gov.authenticate(first["token"]).account_id == first["account_id"]
@@ -104,7 +112,12 @@ def test_demo_records_the_playground_run_and_prints_risk_and_cost(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = str(tmp_path / "demo.db")
-    status, out, _ = run(capsys, "demo", "--db", db)
+    status, out, err = run(capsys, "demo", "--db", db)
+    assert (status, out) == (1, "")
+    assert err.strip() == (f"error: no store at {db}: create one with `governance init --db "
+                           f"{db}` (or pass --create)")
+    assert not Path(db).exists()
+    status, out, _ = run(capsys, "demo", "--db", db, "--create")
     assert status == 0
     assert "bootstrapped" in out and "risk:" in out and "cost:" in out
     status, out, _ = run(capsys, "demo", "--db", db, "--json")

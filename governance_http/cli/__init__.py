@@ -1,0 +1,197 @@
+"""The ``governance`` command: set a store up, serve it, and look at what it recorded.
+
+Every command but ``serve`` works without the ``http`` extra; people's output (tables, trees)
+needs ``rich`` (the ``cli`` extra) and ``--json`` needs nothing more. Run ``governance`` for
+the list of commands and ``governance COMMAND --help`` for each one's options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from importlib import metadata
+
+from governance_core.errors import GovernanceError, ValidationErrors
+from governance_http.cli import admin, reads
+from governance_http.cli.output import DISTRIBUTION, CommandError
+from governance_http.settings import (
+    DB_ENVIRONMENT_VARIABLE,
+    DEFAULT_THREADS,
+    LOG_LEVELS,
+    default_db,
+)
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "build_parser", "main"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+RUN_STATUSES = ("pending", "active", "complete", "failed", "cancelled")
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _version() -> str:
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown (running from a source tree, not installed)"
+
+
+def _describe(error: GovernanceError) -> str:
+    text = f"{error.code}: {error.message}"
+    if isinstance(error, ValidationErrors):
+        for name, inner in error.errors.items():
+            text += f"\n  {name}: {_describe(inner)}"
+    return text
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, where it has one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or (isinstance(action.default, bool) and not action.default):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _group(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help_text: str,
+    aliases: Sequence[str] = (),
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    parser = commands.add_parser(name, help=help_text, description=help_text, aliases=aliases)
+    parser.set_defaults(handler=lambda args: _usage(parser, status=2))
+    return parser.add_subparsers(title="commands", metavar="COMMAND")
+
+
+def _usage(parser: argparse.ArgumentParser, *, status: int) -> int:
+    parser.print_help(sys.stdout if status == 0 else sys.stderr)
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the parser of the ``governance`` command and its subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="governance",
+        description="Record runs of software agents and govern them.",
+        epilog="Run `governance COMMAND --help` for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.set_defaults(handler=lambda args: _usage(parser, status=0))
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument(
+        "--db", default=default_db(),
+        help=f"the store: a SQLite file or a database URL (${DB_ENVIRONMENT_VARIABLE} sets "
+        "the default)",
+    )
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="print JSON for scripts")
+    account = argparse.ArgumentParser(add_help=False)
+    account.add_argument("--account", help="the account id (default: every account)")
+    common = [store, as_json]
+
+    def command(
+        group: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str,
+        handler: Handler, parents: Sequence[argparse.ArgumentParser] = common,
+    ) -> argparse.ArgumentParser:
+        made = group.add_parser(name, help=help_text, description=help_text,
+                                parents=list(parents), formatter_class=_Formatter)
+        made.set_defaults(handler=handler)
+        return made
+
+    def new_account(made: argparse.ArgumentParser) -> None:
+        made.add_argument("--account-name", default="Default account", help="its name")
+        made.add_argument("--admin-email", default="admin@example.com",
+                          help="its admin user's email")
+
+    new_account(command(commands, "init", "create a store with its first account; print "
+                        "the account's token once", admin.init))
+
+    serve = command(commands, "serve", "serve the HTTP API (needs the http extra); a new "
+                    "store is bootstrapped and its token printed once", admin.serve, [store])
+    serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
+    serve.add_argument("--workers", type=int, default=None,
+                       help="worker processes (default: one per CPU)")
+    serve.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                       help="request threads per worker")
+    serve.add_argument("--log-level", choices=LOG_LEVELS, default="info",
+                       help="level of the server's own messages")
+    serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
+                       help="log one line a request (method, path, status, duration, id)")
+
+    demo = command(commands, "demo", "record the playground's loan-review run; print its "
+                   "risk and cost", admin.demo)
+    demo.add_argument("--account", help="the account id (default: the store's first account)")
+    demo.add_argument("--runs", type=int, default=1, help="how many runs to record")
+    demo.add_argument("--create", action="store_true",
+                      help="create the store when its file does not exist")
+
+    accounts = _group(commands, "accounts", "list accounts, add one to a store")
+    command(accounts, "list", "list every account in the store", admin.accounts_list)
+    new_account(command(accounts, "create", "add an account to an existing store; print "
+                        "its token once", admin.accounts_create))
+
+    tokens = _group(commands, "tokens", "issue, list and revoke access tokens", ["token"])
+    create = command(tokens, "create", "issue a token; print its secret once",
+                     admin.tokens_create)
+    create.add_argument("--account", required=True, help="the account id")
+    create.add_argument("--scope", choices=("account", "agent_deployment"), default="account",
+                        help="account: everything; agent_deployment: ingestion for one "
+                        "agent in one environment")
+    create.add_argument("--agent-id", dest="agent_id", help="the agent (agent_deployment)")
+    create.add_argument("--environment-id", dest="environment_id",
+                        help="the environment (agent_deployment)")
+    create.add_argument("--expires-at", dest="expires_at", help="ISO 8601 date-time")
+    create.add_argument("--description", help="what the token is for")
+    command(tokens, "list", "list tokens (their secrets are never kept)", admin.tokens_list,
+            [*common, account])
+    revoke = command(tokens, "revoke", "revoke a token for good", admin.tokens_revoke,
+                     [*common, account])
+    revoke.add_argument("token_id", metavar="TOKEN_ID", help="the token's id")
+
+    runs = _group(commands, "runs", "list runs, show one with its spans")
+    listed = command(runs, "list", "list runs, newest first", reads.runs_list,
+                     [*common, account])
+    listed.add_argument("--agent", help="only this agent's runs (agent id)")
+    listed.add_argument("--status", choices=RUN_STATUSES, help="only runs in this status")
+    listed.add_argument("--since", type=reads.parse_since,
+                        help="only runs registered since: ISO 8601 or an age (30m, 12h, 7d)")
+    listed.add_argument("--limit", type=int, default=50, help="at most this many runs")
+    shown = command(runs, "show", "show a run and the tree of its spans", reads.runs_show,
+                    [*common, account])
+    shown.add_argument("run_id", metavar="RUN_ID", help="the run's (agent instance's) id")
+
+    export = command(commands, "export", "write a run or an account as JSON Lines",
+                     reads.export, [store])
+    export.add_argument("--run", help="a run's id: the run, then its spans")
+    export.add_argument("--account", help="the account id (default: the store's only "
+                        "account): the account, environments, agents, runs with their "
+                        "spans, alerts")
+    export.add_argument("--output", "-o", help="file to write (default: standard output)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``governance`` command; its exit status (1 when refused, 2 on bad usage)."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        status = handler(args)
+        sys.stdout.flush()
+        return status
+    except (GovernanceError, CommandError) as error:
+        text = _describe(error) if isinstance(error, GovernanceError) else str(error)
+        print(f"error: {text}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader went away (`governance runs list | head`): say nothing more, and keep
+        # the interpreter's final flush from failing on the closed pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1

@@ -1,0 +1,72 @@
+"""The operator's settings: which store to open and how, read from the environment.
+
+This module imports no HTTP library, so the ``governance`` command works without the
+``http`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import attrs
+
+from governance_core.service import Governance
+
+__all__ = [
+    "BASE_URL_VARIABLE",
+    "DB_ENVIRONMENT_VARIABLE",
+    "DEFAULT_DB",
+    "DEFAULT_THREADS",
+    "ENCRYPTION_KEY_VARIABLE",
+    "LOG_LEVELS",
+    "PRICE_OVERRIDES_VARIABLE",
+    "default_db",
+    "file_path",
+    "open_governance",
+]
+
+DB_ENVIRONMENT_VARIABLE = "GOVERNANCE_DB"
+DEFAULT_DB = "governance.db"
+ENCRYPTION_KEY_VARIABLE = "GOVERNANCE_ENCRYPTION_KEY"
+PRICE_OVERRIDES_VARIABLE = "GOVERNANCE_PRICE_OVERRIDES"
+BASE_URL_VARIABLE = "GOVERNANCE_BASE_URL"
+
+DEFAULT_THREADS = 4
+"""Request threads per worker: enough to overlap reads, few enough that SQLite's one writer
+is not queued behind hundreds of threads (granian's WSGI default is 256 a worker)."""
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+"""The levels ``governance serve --log-level`` takes (granian's names)."""
+
+
+def default_db() -> str:
+    """The store named by ``$GOVERNANCE_DB``, else ``governance.db`` in the current directory."""
+    return os.environ.get(DB_ENVIRONMENT_VARIABLE) or DEFAULT_DB
+
+
+def file_path(location: str | Path) -> Path | None:
+    """The file a store location names, or None for ``:memory:`` and URLs (``scheme://``)."""
+    text = str(location)
+    if text == ":memory:" or "://" in text:
+        return None
+    return Path(text)
+
+
+def open_governance(db: str | Path) -> Governance:
+    """Open the store ``db`` with the operator's settings from the environment.
+
+    ``db`` goes to :meth:`Governance.open` as given. ``$GOVERNANCE_ENCRYPTION_KEY`` (Fernet
+    keys, comma-separated, the first encrypting) encrypts sensitive values at rest;
+    ``$GOVERNANCE_PRICE_OVERRIDES`` names a JSON file of model prices laid over the packaged
+    snapshot; ``$GOVERNANCE_BASE_URL`` is the address invite links point at.
+    """
+    governance = Governance.open(
+        db,
+        encryption_key=os.environ.get(ENCRYPTION_KEY_VARIABLE) or None,
+        price_overrides=os.environ.get(PRICE_OVERRIDES_VARIABLE) or None,
+    )
+    base_url = os.environ.get(BASE_URL_VARIABLE)
+    if base_url:
+        governance.config = attrs.evolve(governance.config, base_url=base_url.rstrip("/"))
+    return governance
