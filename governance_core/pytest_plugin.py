@@ -105,8 +105,10 @@ class RecordedRun:
 
     @property
     def total_cost(self) -> Decimal | None:
-        """The run's total cost in USD; None when no span reported token usage, or no model
-        it used has a known price."""
+        """The run's total cost in USD, or None when it is not known.
+
+        It is not known when no span reported token usage, or no model used has a price.
+        """
         cost = (self.details["cost_breakdown"] or {}).get("total_cost")
         return None if cost is None else Decimal(str(cost))
 

@@ -28,10 +28,11 @@ _MAX_PATH = 512
 def loggable_path(path: str) -> str:
     """``path`` fit for a log line: percent-encoded, token-like segments redacted, capped."""
     segments = [
-        "[redacted]" if segment.startswith(TOKEN_PREFIX) else segment
+        "[redacted]" if segment.startswith(TOKEN_PREFIX)
+        else quote(segment, safe=":@!$&'()*+,;=-._~")
         for segment in path.split("/")
     ]
-    return quote("/".join(segments), safe="/:@!$&'()*+,;=-._~")[:_MAX_PATH]
+    return "/".join(segments)[:_MAX_PATH]
 
 
 class RequestLog:

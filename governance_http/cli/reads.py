@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import sys
@@ -100,12 +101,9 @@ def runs_list(args: argparse.Namespace) -> int:
     with open_store(args.db) as gov:
         for session in account_sessions(gov, args.account):
             names = _agent_names(session)
-            for run in _runs(session, args):
+            for run in itertools.islice(_runs(session, args), args.limit):
                 rows.append(_run_row(run, names.get(run["agent_id"])))
-                if len(rows) >= args.limit:
-                    break
-            if len(rows) >= args.limit:
-                break
+    rows = sorted(rows, key=lambda row: row["inserted_at"], reverse=True)[:args.limit]
     if args.json:
         print_json(rows)
         return 0
@@ -128,18 +126,20 @@ def _duration_ms(span: dict[str, Any]) -> float | None:
     return elapsed.total_seconds() * 1000
 
 
-def _span_cost(span: dict[str, Any], pricing: PricingCatalogue) -> Any:
+def _span_cost(span: dict[str, Any], pricing: PricingCatalogue) -> float | None:
     usage = extract_usage(span.get("payload"), span.get("result_payload"))
     if usage is None:
         return None
-    return cost_breakdown([usage.token_group()], pricing)["total_cost"]
+    total = cost_breakdown([usage.token_group()], pricing)["total_cost"]
+    return None if total is None else float(total)
 
 
 def span_rows(
     run: dict[str, Any], spans: list[dict[str, Any]], pricing: PricingCatalogue
 ) -> list[dict[str, Any]]:
     """Each span with its duration, its cost and the risk level of its type in ``run``."""
-    risk_by_type = {row["schema_name"]: row for row in (run["risk_score"] or {}).get("per_type", [])}
+    per_type = (run["risk_score"] or {}).get("per_type", [])
+    risk_by_type = {row["schema_name"]: row for row in per_type}
     rows = []
     for span in spans:
         risk = risk_by_type.get(span["schema_name"])

@@ -11,8 +11,10 @@ from governance_core.service import Session
 
 SCHEMA = {"span_type_schemas": [
     {"name": "llm"},
-    {"name": "tool", "data_risk": {"action_profile": {"read_data": "allowed"},
-                                   "params_data_categories": {"financial_information": "included"}}},
+    {"name": "tool", "data_risk": {
+        "action_profile": {"read_data": "allowed"},
+        "params_data_categories": {"financial_information": "included"},
+    }},
 ]}
 
 
