@@ -281,7 +281,7 @@ def governance_server(
     pytest.importorskip(
         "falcon",
         reason="the governance_server fixture needs the http extra "
-        "(pip install 'agent-runs-governance[http]')",
+        "(agent-runs-governance[http]; from a checkout: pip install '.[http]')",
     )
     from governance_http.testing import GovernanceServer
 

@@ -153,7 +153,7 @@ def serve(args: argparse.Namespace) -> int:
     except ImportError as error:
         raise CommandError(
             f"`governance serve` needs the http extra ({error.name} is missing): "
-            f"pip install '{DISTRIBUTION}[http]'"
+            f"install {DISTRIBUTION}[http] (from a checkout: pip install '.[http]')"
         ) from error
     try:
         serving.check_port_free(args.host, args.port)

@@ -39,7 +39,8 @@ class CommandError(Exception):
 
 def _rich_missing() -> CommandError:
     return CommandError(
-        f"this output needs rich: pip install '{DISTRIBUTION}[cli]' (or add --json)"
+        f"this output needs rich: install {DISTRIBUTION}[cli] (from a checkout: pip install "
+        "'.[cli]'), or add --json"
     )
 
 

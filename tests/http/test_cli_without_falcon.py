@@ -53,7 +53,7 @@ def test_every_command_but_serve_works_without_falcon(tmp_path: Path) -> None:
     assert served.returncode == 1
     assert served.stderr.strip() == (
         "error: `governance serve` needs the http extra (falcon is missing): "
-        "pip install 'agent-runs-governance[http]'")
+        "install agent-runs-governance[http] (from a checkout: pip install '.[http]')")
 
 
 @pytest.mark.parametrize("command", [["runs", "list"], ["accounts", "list"]])
@@ -67,5 +67,5 @@ def test_without_rich_json_works_and_tables_name_the_extra(
     for_people = governance(env, tmp_path, *command)
     assert for_people.returncode == 1
     assert for_people.stderr.strip() == (
-        "error: this output needs rich: pip install 'agent-runs-governance[cli]' "
-        "(or add --json)")
+        "error: this output needs rich: install agent-runs-governance[cli] (from a checkout: "
+        "pip install '.[cli]'), or add --json")
