@@ -28,7 +28,12 @@ def tests_core(session: nox.Session) -> None:
         "python", "-c",
         "import importlib.util, sys; sys.exit(importlib.util.find_spec('falcon') is not None)",
     )
-    session.run("pytest", "-n", "2", "tests/core", "tests/storage", *session.posargs)
+    session.run("pytest", "-n", "2", "tests/core", "tests/storage", "tests/plugin",
+                *session.posargs)
+    store = f"{session.create_tmp()}/governance.db"
+    session.run("governance", "--help", silent=True)
+    session.run("governance", "demo", "--create", "--db", store, "--json", silent=True)
+    session.run("governance", "runs", "list", "--db", store, "--json", silent=True)
 
 
 @nox.session(python=PYTHON)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -19,4 +20,8 @@ def test_the_documented_test_files_pass(user_pytest: pytest.Pytester) -> None:
     files = dict(TEST_FILE.findall(DOC.read_text()))
     assert set(files) == {"test_agent", "test_agent_over_http"}
     user_pytest.makepyfile(**files)
-    user_pytest.runpytest("-p", PLUGIN).assert_outcomes(passed=2)
+    result = user_pytest.runpytest("-p", PLUGIN)
+    if importlib.util.find_spec("falcon") is None:  # the core alone: the server test skips
+        result.assert_outcomes(passed=1, skipped=1)
+    else:
+        result.assert_outcomes(passed=2)
