@@ -160,7 +160,7 @@ def update_account(ctx: Context, fields: Fields) -> dict[str, Any]:
     return details_envelope(account_details(updated))
 
 
-@operation("accounts/list_all", write=False, scopes=(), authenticated=False)
+@operation("operator/list_accounts", write=False, scopes=(), authenticated=False)
 def list_all_accounts(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List every account in the store, for its operator.
 

@@ -185,7 +185,7 @@ PLAYGROUND = "playground/"
 def _demo_session(gov: Governance, account_id: str | None) -> Session:
     if account_id is not None:
         return gov.as_account(account_id)
-    oldest = gov.call("accounts/list_all", {"sorting": "inserted_at",
+    oldest = gov.call("operator/list_accounts", {"sorting": "inserted_at",
                                              "pagination[page_size]": 1})["summaries"]
     if oldest:
         return gov.as_account(oldest[0]["id"])

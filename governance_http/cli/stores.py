@@ -53,7 +53,7 @@ def all_accounts(gov: Governance) -> list[dict[str, Any]]:
     """Every account in the store, oldest first."""
     return [
         account
-        for page in pages(gov.call, "accounts/list_all", {"sorting": "inserted_at"})
+        for page in pages(gov.call, "operator/list_accounts", {"sorting": "inserted_at"})
         for account in page["summaries"]
     ]
 
