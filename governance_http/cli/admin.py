@@ -7,6 +7,7 @@ import json
 import os
 from typing import Any
 
+from governance_core.errors import NotFound
 from governance_core.service import Bootstrap, Governance, Session
 from governance_http.cli.output import (
     DISTRIBUTION,
@@ -130,13 +131,12 @@ def tokens_revoke(args: argparse.Namespace) -> int:
     """Revoke a token: it stops authenticating at once, for good."""
     with open_store(args.db) as gov:
         for session in account_sessions(gov, args.account):
-            if any(
-                token["id"] == args.token_id
-                for page in pages(session.call, "api_tokens/list")
-                for token in page["summaries"]
-            ):
-                revoked = session.details("api_tokens/revoke", {"api_token_id": args.token_id})
-                break
+            try:
+                session.details("api_tokens/show", {"api_token_id": args.token_id})
+            except NotFound:
+                continue
+            revoked = session.details("api_tokens/revoke", {"api_token_id": args.token_id})
+            break
         else:
             raise CommandError(f"no token {args.token_id} in this store")
     if args.json:

@@ -18,10 +18,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DISTRIBUTION",
+    "WIDTH_WHEN_PIPED",
     "CommandError",
     "Tick",
     "console",
     "print_json",
+    "print_renderable",
     "print_table",
     "progress",
 ]
