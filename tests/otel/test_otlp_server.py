@@ -7,6 +7,7 @@ in-process exporter into another store. All three must hold the same run.
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.error
 import urllib.request
@@ -45,7 +46,7 @@ def otlp_json(batch: list[ReadableSpan]) -> bytes:
         if isinstance(value, dict):
             return {
                 key: (
-                    __import__("base64").b64decode(item).hex()
+                    base64.b64decode(item).hex()
                     if key in ("traceId", "spanId", "parentSpanId") else hex_ids(item)
                 )
                 for key, item in value.items()
@@ -65,7 +66,8 @@ def post(server: Served, path: str, body: bytes, token: str, content_type: str) 
     request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
+            headers = {k.lower(): v for k, v in response.headers.items()}
+            return response.status, headers, response.read()
     except urllib.error.HTTPError as error:
         return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
 
