@@ -189,6 +189,7 @@ def _parent_to_come(ctx: Context, parent_id: str | None) -> bool:
     assert ctx.principal is not None
     return (
         parent_id is not None
+        and ctx.store.get("agent_spans", parent_id) is None
         and extract_partition(parent_id) == ctx.principal.partition
         and all(ctx.store.get(table, parent_id) is None for table in KIND_TABLES.values())
     )

@@ -8,6 +8,7 @@ Nothing here reads or writes a store: each function turns decoded spans
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
@@ -341,8 +342,13 @@ def derived_span_id(run_id: str, trace_id: str, span_id: str) -> str:
     the same id.
     """
     digest = hashlib.sha256(f"{run_id}/{trace_id}/{span_id}".encode()).digest()
-    head = pfid.decode(run_id)[:10]
-    return str(pfid.encode(pfid.BinaryPfid(head + digest[:10])))
+    return str(pfid.encode(pfid.BinaryPfid(_time_and_partition(run_id) + digest[:10])))
+
+
+@functools.lru_cache(maxsize=256)
+def _time_and_partition(run_id: str) -> bytes:
+    head: bytes = pfid.decode(run_id)[:10]
+    return head
 
 
 def schema_name(attributes: Mapping[str, Any]) -> str:
