@@ -122,10 +122,9 @@ def _read_text(fields: Fields, name: str, max_length: int) -> str | None:
 
 @operation("agents/list", write=False)
 def list_agents(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """List agents.
+    """List agents; filters ``team_id``, ``owner_person_id``, ``risk_profile_id``, ``status``.
 
-    Filters ``team_id``, ``owner_person_id``, ``risk_profile_id``, ``status``,
-    ``external_identifier``.
+    Also ``external_identifier``.
     """
     filters = equality_filters(fields, ids=[name for name, _ in REFERENCES])
     external_identifier = fields.str("external_identifier", max_length=IDENTIFIER_MAX)

@@ -133,18 +133,20 @@ class _Recorder:
         )
         members = span_members(span, span_id=span_id, parent_id=parent_id, settings=self.settings)
         try:
-            self.call("agent_spans/create", {
-                **members, "agent_instance_id": run_id, "idempotency_key": _key(span_id),
-            })
-            for index, (name, payload) in enumerate(quality_records(span, span_id)):
-                self.call("agent_instances/record_quality", {
-                    "agent_instance_id": run_id, "name": name, "payload": payload,
-                    "idempotency_key": _key(span_id, "quality", str(index)),
+            # A span and its evaluations stand or fall together: the inner block is a
+            # savepoint of the export's transaction.
+            with self.governance.store.transaction():
+                self.call("agent_spans/create", {
+                    **members, "agent_instance_id": run_id, "idempotency_key": _key(span_id),
                 })
+                for index, (name, payload) in enumerate(quality_records(span, span_id)):
+                    self.call("agent_instances/record_quality", {
+                        "agent_instance_id": run_id, "name": name, "payload": payload,
+                        "idempotency_key": _key(span_id, "quality", str(index)),
+                    })
         except TemporarilyUnavailable:
             raise
         except GovernanceError as error:
-            # The core refuses before it writes, so a refused span leaves nothing behind.
             self.rejected.append(Rejection(span.trace_id, span.span_id, _describe(error)))
             return
         self.accepted += 1
