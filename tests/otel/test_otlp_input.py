@@ -250,3 +250,17 @@ def test_the_users_own_schema_version_overrides_the_default_types(
     assert run["agent_id"] == agent["id"]
     assert run["risk_score"]["allowed_actions"] == ["financial_transactions"]
     assert run["risk_score"]["all_data_categories"] == ["financial_information"]
+
+
+def test_the_spans_of_a_retired_agent_are_rejected_with_the_reason(
+    client: falcon.testing.TestClient, gov: Governance, boot: Bootstrap,
+) -> None:
+    session = gov.session(boot.token)
+    agent = session.details("agents/create", name="Old", external_identifier="billing")
+    session.call("agents/retire", agent_id=agent["id"])
+    result = post(client, export(span(b"\x01" * 8), span(b"\x02" * 8)), boot.token)
+    partial = trace_service_pb2.ExportTraceServiceResponse.FromString(
+        result.content).partial_success
+    assert partial.rejected_spans == 2
+    assert "the run was refused: the agent is retired" in partial.error_message
+    assert stored(gov, boot) == (1, 0, 0)

@@ -156,6 +156,12 @@ def test_json_encoding_and_the_in_process_exporter_record_the_same_run(
         assert (status, headers["content-type"], json.loads(body)) == (
             200, "application/json", {},
         )
+    # Re-sending the trace as one JSON export changes nothing.
+    before = snapshot(reader, token)
+    everything = [span for batch in batches for span in batch]
+    assert post(server, "/v1/traces", otlp_json(everything), token, "application/json")[0] == 200
+    assert snapshot(reader, token) == before
+
     with Governance.open(tmp_path / "embedded.db") as embedded:
         made = embedded.bootstrap()
         exporter = GovernanceSpanExporter(embedded, made.token)
