@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -20,8 +20,10 @@ from governance_core.errors import GovernanceError
 from governance_core.otel.ingest import IngestResult, ingest
 from governance_core.otel.mapping import MappingSettings
 from governance_core.otel.model import Event, Resource, Span
-from governance_core.registry import Principal
 from governance_core.service import Governance
+
+if TYPE_CHECKING:
+    from governance_core.registry import Principal
 
 __all__ = ["GovernanceSpanExporter", "from_readable_span"]
 

@@ -11,7 +11,7 @@ or (on an error that is not a refusal of one span) none is.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -30,8 +30,10 @@ from governance_core.otel.mapping import (
     timestamp,
 )
 from governance_core.otel.model import Rejection, Span
-from governance_core.registry import Principal
 from governance_core.service import Governance
+
+if TYPE_CHECKING:
+    from governance_core.registry import Principal
 
 __all__ = ["IngestResult", "ingest"]
 
