@@ -59,6 +59,7 @@ _GRPC_CODE_BY_STATUS: Final = {
     400: 3, 401: 16, 403: 7, 404: 5, 409: 10, 413: 8, 415: 3, 422: 3, 429: 8, 503: 14,
 }
 _LISTED_REJECTIONS: Final = 50
+_DISCARD_MAX: Final = 64 * 1024 * 1024
 
 
 class _Refused(Exception):
@@ -78,11 +79,25 @@ def _media_type(req: falcon.Request) -> str:
     return _MEDIA_TYPES[media]
 
 
+def _discard(req: falcon.Request, length: int) -> None:
+    """Read and drop a refused body of up to :data:`_DISCARD_MAX` bytes.
+
+    An exporter still sending when the answer comes sees a broken connection, which it
+    retries, instead of the ``413`` that tells it not to; a body larger still is not worth
+    reading, and its connection is simply closed.
+    """
+    if length > _DISCARD_MAX:
+        return
+    while req.bounded_stream.read(1 << 20):
+        pass
+
+
 def _read(req: falcon.Request, limit: int) -> bytes:
     """The body, decompressed; longer than ``limit`` bytes before or after is ``413``."""
     too_large = _Refused(413, f"the request body is larger than {limit} bytes")
     if req.content_length is not None:
         if req.content_length > limit:
+            _discard(req, req.content_length)
             raise too_large
         raw: bytes = req.bounded_stream.read()
     elif "chunked" in (req.get_header("Transfer-Encoding") or "").lower():

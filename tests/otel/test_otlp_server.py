@@ -198,3 +198,23 @@ def test_a_trace_whose_root_arrives_first_is_the_same_run(
     }
     assert tree(reader.session(token), run["id"]) == tree(
         reader.session(accounts["protobuf"].token), expected["id"])
+
+
+def test_the_server_refuses_oversized_and_malformed_exports_and_stores_nothing(
+    server: Served, accounts: dict[str, Bootstrap], reader: Governance,
+) -> None:
+    token = accounts["errors"].token
+    exporter = OTLPSpanExporter(
+        endpoint=server.base_url + "/v1/traces", headers={"Authorization": f"Bearer {token}"},
+    )
+    huge = memory_batches(lambda provider: provider.get_tracer("big").start_span(
+        "big", attributes={"blob": "x" * (20 * 1024 * 1024)}).end())
+    # 413 is final: the exporter gives up at once instead of retrying.
+    assert exporter.export(huge[0]) is SpanExportResult.FAILURE
+    status, headers, body = post(server, "/v1/traces", b"\x0a\xff", token,
+                                 "application/x-protobuf")
+    assert (status, headers["content-type"]) == (400, "application/x-protobuf")
+    assert b"ExportTraceServiceRequest" in body
+    assert post(server, "/v1/traces", b"{}", token, "text/plain")[0] == 415
+    assert snapshot(reader, token) == ([], [], reader.session(token).call("agents/list"))
+    assert reader.session(token).call("agents/list")["summaries"] == []
