@@ -9,14 +9,15 @@ the OTLP endpoint (:func:`governance_core.otel.ingest`), with no HTTP in between
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
 
-from governance_core.errors import GovernanceError
+from governance_core.errors import GovernanceError, TemporarilyUnavailable
 from governance_core.otel.ingest import IngestResult, ingest
 from governance_core.otel.mapping import MappingSettings
 from governance_core.otel.model import Event, Resource, Span
@@ -73,8 +74,10 @@ class GovernanceSpanExporter(SpanExporter):
     """Records each exported batch as governed runs of an embedded ``Governance``.
 
     ``caller`` is a token (account or ``agent_deployment``) or an already known principal
-    (``governance.as_account(account_id).principal``). A batch the core refuses as a whole
-    is logged and reported as a failed export; spans refused one by one are logged.
+    (``governance.as_account(account_id).principal``). A busy store is retried ``retries``
+    times, waiting as it asks (at most ``max_wait`` seconds a time), as the OTLP exporters
+    do; a batch still refused is logged and reported as a failed export. Spans refused one
+    by one are logged, and ``last_result`` holds the latest batch's outcome.
     """
 
     def __init__(
@@ -82,21 +85,33 @@ class GovernanceSpanExporter(SpanExporter):
         governance: Governance,
         caller: str | Principal,
         settings: MappingSettings | None = None,
+        *,
+        retries: int = 3,
+        max_wait: float = 2.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.governance = governance
         self.principal = (
             governance.authenticate(caller) if isinstance(caller, str) else caller
         )
         self.settings = settings or MappingSettings()
+        self.retries = retries
+        self.max_wait = max_wait
+        self._sleep = sleep
         self.last_result: IngestResult | None = None
+
+    def _ingest(self, spans: list[Span]) -> IngestResult:
+        for _ in range(self.retries):
+            try:
+                return ingest(self.governance, self.principal, spans, self.settings)
+            except TemporarilyUnavailable as busy:
+                self._sleep(min(self.max_wait, busy.retry_after_ms / 1000))
+        return ingest(self.governance, self.principal, spans, self.settings)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Record one batch of finished spans."""
         try:
-            result = ingest(
-                self.governance, self.principal, [from_readable_span(s) for s in spans],
-                self.settings,
-            )
+            result = self._ingest([from_readable_span(span) for span in spans])
         except GovernanceError as error:
             _log.warning("spans not recorded: %s", error.message)
             return SpanExportResult.FAILURE
