@@ -195,6 +195,13 @@ def _parent_to_come(ctx: Context, parent_id: str | None) -> bool:
     )
 
 
+def _named_by_another_run(ctx: Context, span_id: str, instance_id: str) -> bool:
+    """Whether spans of another run already name ``span_id`` as their parent to come."""
+    return bool(ctx.store.query("agent_spans", [
+        Filter("parent_span_id", "eq", span_id), Filter("agent_instance_id", "ne", instance_id),
+    ], limit=1))
+
+
 def _derived(
     entry: dict[str, Any] | None, payload: dict[str, Any], result: dict[str, Any] | None
 ) -> dict[str, Any]:
@@ -255,6 +262,10 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         finished_at = max(started_at, ctx.now)
     if finished_at is not None and finished_at < started_at:
         fields.errors.invalid("finished_at", "finished_at may not be before started_at")
+    if requested is not None and instance is not None and _named_by_another_run(
+        ctx, requested, instance["id"]
+    ):
+        fields.errors.invalid("id", "spans of another run already name this id as their parent")
     fields.done()
     assert instance is not None and schema_name is not None
     span_id = claim_id(ctx, requested)

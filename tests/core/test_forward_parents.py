@@ -38,6 +38,16 @@ def test_a_child_keeps_a_parent_to_come_and_is_linked_when_it_arrives(world: Spa
     }
 
 
+def test_a_parent_to_come_must_arrive_in_its_childrens_run(world: SpanWorld) -> None:
+    parent_id = world.gov.ids.new(world.caller.principal.partition, world.gov.clock())
+    world.span(parent_span_id=parent_id)
+    with pytest.raises(ValidationErrors) as caught:
+        world.span(world.new_run()["id"], id=parent_id)
+    assert {name: error.code for name, error in caught.value.errors.items()} == {
+        "id": "invalid_value"}
+    assert world.span(id=parent_id)["id"] == parent_id
+
+
 def test_a_parent_outside_the_partition_or_of_another_kind_is_still_refused(
     world: SpanWorld,
 ) -> None:
