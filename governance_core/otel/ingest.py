@@ -108,7 +108,8 @@ class _Recorder:
 
     def record(self, group: TraceGroup) -> None:
         try:
-            run = self.run_for(group)
+            with self.governance.store.transaction():
+                run = self.run_for(group)
         except TemporarilyUnavailable:
             raise
         except GovernanceError as error:
