@@ -113,6 +113,9 @@ class _Recorder:
         except TemporarilyUnavailable:
             raise
         except GovernanceError as error:
+            # What the failed block created was rolled back with it: forget it.
+            self._agents.clear()
+            self._environments.clear()
             self.rejected += [
                 Rejection(span.trace_id, span.span_id, f"the run was refused: {error.message}")
                 for span in group.spans
