@@ -73,10 +73,8 @@ class _Refused(Exception):
 
 # -- reading the body ----------------------------------------------------------------------
 def _media_type(req: falcon.Request) -> str:
-    media = (req.content_type or "").split(";", 1)[0].strip().lower()
-    if media not in _MEDIA_TYPES:
-        raise _Refused(415, f"the body must be {PROTOBUF} or {JSON}, not {media or 'untyped'}")
-    return _MEDIA_TYPES[media]
+    """The request's encoding: protobuf or JSON; an empty string for any other."""
+    return _MEDIA_TYPES.get((req.content_type or "").split(";", 1)[0].strip().lower(), "")
 
 
 def _discard(req: falcon.Request, length: int) -> None:
@@ -373,7 +371,7 @@ class OtlpTracesResource:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Record the export and answer in the request's encoding."""
-        media = _MEDIA_TYPES.get((req.content_type or "").split(";", 1)[0].strip().lower(), JSON)
+        media = _media_type(req) or JSON
         try:
             result = self._export(req)
         except _Refused as refused:
@@ -389,6 +387,8 @@ class OtlpTracesResource:
     def _export(self, req: falcon.Request) -> IngestResult:
         principal = self.governance.authenticate(bearer_token(req))
         media = _media_type(req)
+        if not media:
+            raise _Refused(415, f"the body must be {PROTOBUF} or {JSON}, not {req.content_type}")
         raw = _read(req, self.limits.max_bytes)
         spans = decode_protobuf(raw) if media == PROTOBUF else decode_json(
             raw, self.limits.max_depth
