@@ -25,6 +25,7 @@ from governance_core.ids import SeededIds
 from governance_core.service import Bootstrap, Governance
 from governance_core.storage import MemoryStore
 from governance_http import create_app
+from governance_http.otlp import decode_json
 
 TRACE = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
 START = 1_790_000_000_000_000_000
@@ -264,3 +265,38 @@ def test_the_spans_of_a_retired_agent_are_rejected_with_the_reason(
     assert partial.rejected_spans == 2
     assert "the run was refused: the agent is retired" in partial.error_message
     assert stored(gov, boot) == (1, 0, 0)
+
+
+def test_the_json_decoder_takes_both_field_spellings_and_every_value_kind() -> None:
+    document = {"resource_spans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]},
+        "scopeSpans": [{"scope": {"name": "lib", "version": "2"}, "spans": [{
+            "trace_id": TRACE.hex().upper(), "spanId": "0102030405060708",
+            "parentSpanId": "", "name": "call", "kind": "SPAN_KIND_CLIENT", "flags": 0x300,
+            "startTimeUnixNano": START, "end_time_unix_nano": str(START + 5),
+            "status": {"code": "STATUS_CODE_ERROR", "message": "no"},
+            "attributes": [
+                {"key": "n", "value": {"intValue": "-7"}},
+                {"key": "f", "value": {"doubleValue": 0.5}},
+                {"key": "b", "value": {"boolValue": True}},
+                {"key": "raw", "value": {"bytesValue": "AAE="}},
+                {"key": "list", "value": {"arrayValue": {"values": [{"intValue": 1}]}}},
+                {"key": "map", "value": {"kvlist_value": {"values": [
+                    {"key": "k", "value": {"string_value": "v"}}]}}},
+                {"key": "empty", "value": {}},
+            ],
+            "events": [{"name": "e", "timeUnixNano": str(START + 1), "attributes": []}],
+        }]}],
+    }]}
+    [decoded] = decode_json(json.dumps(document).encode())
+    assert decoded.trace_id == TRACE.hex() and decoded.parent_span_id == ""
+    assert (decoded.kind, decoded.status_code, decoded.status_message) == ("client", "error", "no")
+    assert decoded.parent_is_remote is True
+    assert (decoded.start_time_unix_nano, decoded.end_time_unix_nano) == (START, START + 5)
+    assert dict(decoded.attributes) == {
+        "n": -7, "f": 0.5, "b": True, "raw": "AAE=", "list": [1], "map": {"k": "v"},
+        "empty": None,
+    }
+    assert decoded.events[0].time_unix_nano == START + 1
+    assert (decoded.scope_name, decoded.scope_version) == ("lib", "2")
+    assert dict(decoded.resource.attributes) == {"service.name": "svc"}
