@@ -13,9 +13,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.trace import SpanKind, StatusCode
+try:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+    from opentelemetry.trace import SpanKind, StatusCode
+except ImportError as missing:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "GovernanceSpanExporter needs the otel extra (opentelemetry-sdk): "
+        "pip install '.[otel]' from a checkout"
+    ) from missing
 
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
 from governance_core.otel.ingest import IngestResult, ingest
