@@ -3,7 +3,8 @@
 Stores encrypt each sensitive value with a :class:`ValueCipher` before writing it and decrypt
 it on read. Without a key, :class:`PlainCipher` stores bytes as they are. With a key,
 :class:`FernetCipher` uses Fernet (AES-128-CBC with HMAC-SHA256, from the ``cryptography``
-package, installed with the ``encryption`` extra: ``pip install 'agent-governance[encryption]'``).
+package, installed with the ``encryption`` extra: ``pip install '.[encryption]'`` from a
+checkout, the extra of the ``agent-runs-governance`` distribution).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ __all__ = [
 
 _MISSING_EXTRA = (
     "encryption of sensitive values needs the 'cryptography' package: "
-    "pip install 'agent-governance[encryption]'"
+    "install agent-runs-governance[encryption] (from a checkout: pip install '.[encryption]')"
 )
 
 

@@ -218,7 +218,7 @@ def _own_paths() -> dict[str, Any]:
 
 def _version() -> str:
     try:
-        return version("agent-governance")
+        return version("agent-runs-governance")
     except PackageNotFoundError:
         return "0"
 

@@ -205,7 +205,7 @@ def test_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_cryptography)
-    with pytest.raises(ImportError, match=r"agent-governance\[encryption\]"):
+    with pytest.raises(ImportError, match=r"agent-runs-governance\[encryption\]"):
         cipher_from_key("any-key")
     with pytest.raises(ImportError, match="encryption"):
         generate_key()
