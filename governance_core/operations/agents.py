@@ -26,7 +26,7 @@ from governance_core.operations.supplied_ids import claim_id, read_supplied_id
 from governance_core.pagination import parse_page_request, parse_sorting
 from governance_core.registry import Context, operation
 from governance_core.rules.actions import AGENT_STATUSES, agent_status, available_actions
-from governance_core.rules.states import AGENT, TOKEN, advance, reinstated_state
+from governance_core.rules.states import AGENT, TOKEN, advance, initial, reinstated_state
 from governance_core.storage.protocol import Filter, Record
 
 __all__ = [
@@ -171,7 +171,7 @@ def create_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
     assert name is not None
     check_external_identifier(ctx, external_identifier)
     agent = Agent(
-        id=claim_id(ctx, requested), account_id=ctx.account_id, name=name, status="pending",
+        id=claim_id(ctx, requested), account_id=ctx.account_id, name=name, status=initial(AGENT),
         inserted_at=ctx.now, updated_at=ctx.now, description=description,
         external_identifier=external_identifier,
         owner_person_id=references.get("owner_person_id"),

@@ -41,7 +41,7 @@ from governance_core.operations.span_records import (
     system_span,
 )
 from governance_core.registry import ANY_SCOPE, Context, operation
-from governance_core.rules.states import ALERT, advance, states
+from governance_core.rules.states import ALERT, advance, initial, states
 from governance_core.rules.templates import render_template
 from governance_core.storage.protocol import Filter, Record
 
@@ -151,7 +151,7 @@ def raise_alert(
         alert = Alert(
             id=ctx.new_id(), account_id=instance["account_id"], agent_id=instance["agent_id"],
             agent_instance_id=instance["id"], environment_id=instance["environment_id"],
-            name=name, status="raised", raised_at=at, inserted_at=ctx.now, updated_at=ctx.now,
+            name=name, status=initial(ALERT), raised_at=at, inserted_at=ctx.now, updated_at=ctx.now,
             **content,
         )
         return _record_event(ctx, instance, alert, "raised", 1)

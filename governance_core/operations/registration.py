@@ -25,7 +25,7 @@ from governance_core.operations.common import resolve_ref, save, tenant
 from governance_core.operations.supplied_ids import claim_id, read_supplied_id
 from governance_core.registry import ANY_SCOPE, Context, operation
 from governance_core.rules.schemas import DeclaredSchemas, normalize_schemas
-from governance_core.rules.states import AGENT, advance, allowed
+from governance_core.rules.states import AGENT, INSTANCE, advance, allowed, initial
 from governance_core.storage.protocol import Filter, Record
 
 __all__ = ["Registration", "register_instance"]
@@ -179,7 +179,7 @@ def register_instance(ctx: Context, fields: Fields) -> Registration:
         id=instance_id, account_id=ctx.account_id, agent_id=agent.id,
         agent_version_id=version["id"], agent_deployment_id=deployment.id,
         environment_id=environment["id"], agent_schema_version_id=schema_version["id"],
-        purpose=purpose, status="pending", inserted_at=ctx.now, updated_at=ctx.now,
+        purpose=purpose, status=initial(INSTANCE), inserted_at=ctx.now, updated_at=ctx.now,
         external_identifier=external_identifier,
     ))
     _count_registration(ctx, agent)

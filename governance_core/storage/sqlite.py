@@ -130,20 +130,23 @@ class SQLiteStore:
     # -- the port ------------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """``BEGIN IMMEDIATE`` on the outermost call; nested calls join it."""
+        """``BEGIN IMMEDIATE`` on the outermost call; a nested call is a savepoint."""
         with self._use() as link:
             outermost = link.depth == 0
-            if outermost:
-                link.conn.execute("BEGIN IMMEDIATE")
+            savepoint = f"nested_{link.depth}"
+            link.conn.execute("BEGIN IMMEDIATE" if outermost else f"SAVEPOINT {savepoint}")
             link.depth += 1
             try:
                 yield
-                if outermost:
-                    link.conn.execute("COMMIT")
+                link.conn.execute("COMMIT" if outermost else f"RELEASE {savepoint}")
             except BaseException:
                 # A failed COMMIT leaves the transaction open; some errors end it by themselves.
-                if outermost and link.conn.in_transaction:
-                    link.conn.execute("ROLLBACK")
+                if link.conn.in_transaction:
+                    if outermost:
+                        link.conn.execute("ROLLBACK")
+                    else:
+                        link.conn.execute(f"ROLLBACK TO {savepoint}")
+                        link.conn.execute(f"RELEASE {savepoint}")
                 raise
             finally:
                 link.depth -= 1
