@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import attrs
 
+from governance_core.caches import Caches
 from governance_core.clock import Clock
 from governance_core.encryption import PlainCipher, ValueCipher
 from governance_core.fields import Fields
@@ -94,7 +95,8 @@ class Context:
 
     ``now`` is read from ``clock`` when first asked for (an operation that never asks, such
     as bulk, which only runs others, moves no clock) and stays the same afterwards.
-    ``registry`` is the table the operation was found in; ``invoke`` runs another of its
+    ``caches`` keep what never changes (see :mod:`governance_core.caches`). ``registry`` is
+    the table the operation was found in; ``invoke`` runs another of its
     operations as the same caller, with its own scope check, idempotency and (nested)
     transaction, as bulk items are run.
     """
@@ -107,6 +109,7 @@ class Context:
     clock: Clock
     registry: Registry = attrs.field(factory=lambda: Registry(()))
     invoke: Invoke = _no_invoke
+    caches: Caches = attrs.field(factory=Caches)
 
     @property
     def now(self) -> datetime:

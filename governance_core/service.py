@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from governance_core.caches import Caches
 from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
@@ -69,6 +70,7 @@ class Governance:
         self.ids = ids or IdFactory()
         self.config = config or Config()
         self.registry = registry if registry is not None else default_registry()
+        self.caches = Caches()
 
     @classmethod
     def open(
@@ -121,7 +123,7 @@ class Governance:
 
         return Context(
             self.store, self.ids, self.config, principal, None, self.clock,
-            self.registry, invoke,
+            self.registry, invoke, self.caches,
         )
 
     def _operation(self, name: str) -> Operation:

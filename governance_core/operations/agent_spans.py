@@ -13,8 +13,8 @@ from typing import Any
 import attrs
 
 from governance_core.clock import format_timestamp
-from governance_core.converter import from_record, to_record
-from governance_core.envelopes import details_envelope
+from governance_core.converter import from_record, json_ready, to_record
+from governance_core.envelopes import details_envelope, ready_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
 from governance_core.models.agents import AgentSpan
@@ -57,6 +57,7 @@ from governance_core.rules.states import (
 )
 from governance_core.rules.templates import render_template
 from governance_core.storage.protocol import Filter, Record
+from governance_core.views import model_view
 
 __all__ = [
     "FINISH_STATUSES",
@@ -106,8 +107,8 @@ class SpanTypes:
         instance_id = record["agent_instance_id"]
         if instance_id not in self._by_instance:
             instance = self._ctx.store.get("agent_instances", instance_id)
-            version = instance and self._ctx.store.get(
-                "agent_schema_versions", instance["agent_schema_version_id"]
+            version = instance and self._ctx.caches.schema_version(
+                self._ctx.store, instance["agent_schema_version_id"]
             )
             self._by_instance[instance_id] = (version or {}).get(SPAN_TYPES) or {}
         entry = self._by_instance[instance_id].get(record["schema_name"])
@@ -128,39 +129,18 @@ def span_details(
     Sensitive values are put back unless the view is redacted; ``risk_score`` and
     ``risk_level`` are added when the view asks (``rulesets`` shares their lookups in a list).
     """
-    span = from_record(AgentSpan, record)
-    details = {
-        "id": span.id,
-        "account_id": span.account_id,
-        "agent_id": span.agent_id,
-        "agent_instance_id": span.agent_instance_id,
-        "parent_span_id": span.parent_span_id,
-        "schema_name": span.schema_name,
-        "schema_title": span.schema_title,
-        "status": span.status,
-        "purpose": span.purpose,
-        "started_at": span.started_at,
-        "finished_at": span.finished_at,
-        "payload": span.payload,
-        "result_payload": span.result_payload,
-        "sensitive_encoding": span.sensitive_encoding,
-        "data_risk": None if span_type is None else span_type.get("data_risk"),
-        "summary": span.summary if view.include_summary else None,
-        "size_bytes": span.size_bytes,
-        "schema_known": span.schema_known,
-        "payload_validation": span.payload_validation,
-        "result_payload_validation": span.result_payload_validation,
-        "inserted_at": span.inserted_at,
-        "updated_at": span.updated_at,
-        "type": "agent_span",
-    }
-    if span.sensitive_encoding and not view.redacted:
-        details.update(reveal(ctx, span.id, {
-            "payload": span.payload, "result_payload": span.result_payload,
+    details = model_view(
+        AgentSpan, record, "agent_span",
+        data_risk=None if span_type is None else span_type.get("data_risk"),
+        summary=record.get("summary") if view.include_summary else None,
+    )
+    if details["sensitive_encoding"] and not view.redacted:
+        details.update(reveal(ctx, details["id"], {
+            "payload": details["payload"], "result_payload": details["result_payload"],
         }))
     if view.include_risk:
-        ruleset = (rulesets or Rulesets(ctx)).for_agent(span.agent_id)
-        details.update(span_risk_fields(span_type, ruleset))
+        ruleset = (rulesets or Rulesets(ctx)).for_agent(details["agent_id"])
+        details.update(json_ready(span_risk_fields(span_type, ruleset)))
     return details
 
 
@@ -247,13 +227,13 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         updated_at=ctx.now, payload=payload, result_payload=result_payload,
         sensitive_encoding=sensitive, **_derived(entry, payload, result_payload),
     )
-    instance = record_span(ctx, instance, span)
+    span_record = to_record(span)
+    instance = record_span(ctx, instance, span, record=span_record)
     if sensitive:
         keep_values(ctx, span_id, kept)
-    span_record = to_record(span)
     instance = raise_if_critical(ctx, instance, span_record, schema_version, entry)
     details = span_details(ctx, span_record, SpanView(), entry)
-    return details_envelope(details, **control(instance))
+    return ready_envelope(details, **control(instance))
 
 
 def _cancelled_by_termination(instance: Record, span: AgentSpan) -> bool:

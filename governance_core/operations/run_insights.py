@@ -55,7 +55,7 @@ def run_insights(
 
     ``rulesets`` shares ruleset lookups across the rows of one list.
     """
-    schema_version = ctx.store.get("agent_schema_versions", instance["agent_schema_version_id"])
+    schema_version = ctx.caches.schema_version(ctx.store, instance["agent_schema_version_id"])
     ran = any(count > 0 for count in (instance.get("span_schema_counts") or {}).values())
     risk_score = None
     if ran:

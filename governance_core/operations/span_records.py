@@ -80,7 +80,7 @@ def schema_entry(ctx: Context, instance: Record, group: str, name: str) -> dict[
 
 def run_schema_version(ctx: Context, instance: Record) -> Record | None:
     """Return the schema version the run ``instance`` was registered with."""
-    return ctx.store.get("agent_schema_versions", instance["agent_schema_version_id"])
+    return ctx.caches.schema_version(ctx.store, instance["agent_schema_version_id"])
 
 
 def entry_in(schema_version: Record | None, group: str, name: str) -> dict[str, Any] | None:
@@ -108,15 +108,20 @@ def control(instance: Record) -> dict[str, Any]:
 
 
 def record_span(
-    ctx: Context, instance: Record, span: AgentSpan, before: AgentSpan | None = None
+    ctx: Context,
+    instance: Record,
+    span: AgentSpan,
+    before: AgentSpan | None = None,
+    *,
+    record: Record | None = None,
 ) -> Record:
     """Store ``span`` (new when ``before`` is None) and what it moves; the instance as stored.
 
     The instance's aggregates follow the span; a pending run is started by an activity span
     (its ``started_at`` is that span's); the agent's ``last_activity_span_at`` follows the
-    instance's.
+    instance's. ``record`` is the span's stored form when the caller has made it already.
     """
-    after_record = to_record(span)
+    after_record = to_record(span) if record is None else record
     ctx.store.put("agent_spans", after_record)
     updated = apply_span(instance, None if before is None else to_record(before), after_record)
     if span.purpose == ACTIVITY and updated["status"] == "pending":

@@ -130,23 +130,33 @@ _PROVIDER_PATHS: Final = ("provider", "gen_ai.provider.name", "inputs.ai.model.p
 _MISSING: Final = object()
 
 
+@functools.cache
+def _cuts(parts: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each key a dotted path may start with (longest first) and the parts left after it."""
+    return tuple((".".join(parts[:cut]), parts[cut:]) for cut in range(len(parts), 0, -1))
+
+
 def _lookup(value: object, parts: tuple[str, ...]) -> object:
     """Follow a dotted path whose dots may be literal in keys or nesting, or both."""
     if not parts:
         return value
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         return _MISSING
-    for cut in range(len(parts), 0, -1):
-        key = ".".join(parts[:cut])
+    for key, rest in _cuts(parts):
         if key in value:
-            found = _lookup(value[key], parts[cut:])
+            found = _lookup(value[key], rest)
             if found is not _MISSING:
                 return found
     return _MISSING
 
 
+@functools.cache
+def _parts(dotted: str) -> tuple[str, ...]:
+    return tuple(dotted.split("."))
+
+
 def _path(value: object, dotted: str) -> object:
-    return _lookup(value, tuple(dotted.split(".")))
+    return _lookup(value, _parts(dotted))
 
 
 def _count(value: object) -> int | None:

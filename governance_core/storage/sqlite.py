@@ -80,7 +80,7 @@ class SQLiteStore:
         self._links_lock = threading.Lock()
         self._shared_lock = threading.RLock()
         self._shared = _Link(self._connect()) if self.path == ":memory:" else None
-        self._insert_sql = {table.name: _insert_sql(table) for table in TABLES.values()}
+        self._put_sql = {table.name: _put_sql(table) for table in TABLES.values()}
         with self._use() as link:
             _migrate(link.conn)
 
@@ -160,11 +160,17 @@ class SQLiteStore:
         return None if row is None else decode(row[0])
 
     def put(self, table: str, record: Record) -> None:
-        """Insert or replace the record and its declared columns."""
+        """Insert or replace the record and its declared columns.
+
+        A replacement that leaves every indexed column as it was rewrites the row only, not
+        its indexes (each index is a page more a commit writes); otherwise the whole row.
+        """
         values = column_values(table, record)
         values.append(encode(record))
+        upsert, replace = self._put_sql[table]
         with self._use() as link:
-            link.conn.execute(self._insert_sql[table], values)
+            if link.conn.execute(upsert, values).rowcount == 0:
+                link.conn.execute(replace, values)
 
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""
@@ -226,12 +232,28 @@ class SQLiteStore:
         self._local = threading.local()
 
 
-def _insert_sql(table: Table) -> str:
+def _put_sql(table: Table) -> tuple[str, str]:
+    """The two statements of a put: an upsert that leaves indexes alone, and a replacement.
+
+    The upsert inserts a new row, or updates an existing one whose indexed columns hold the
+    values given (only the JSON and unindexed columns change); otherwise it changes nothing
+    and the replacement runs.
+    """
     # Columns in the order of ``column_values`` (id, declared fields), then the JSON.
     names = ["id", *(column.name for column in table.columns), "data"]
     columns = ", ".join(f"[{name}]" for name in names)
     marks = ", ".join("?" for _ in names)
-    return f"INSERT OR REPLACE INTO [{table.name}] ({columns}) VALUES ({marks})"
+    indexed = {name for index in table.wanted_indexes() for name in index}
+    kept = [name for name in names[1:] if name not in indexed]
+    same = [name for name in names[1:] if name in indexed]
+    update = ", ".join(f"[{name}] = excluded.[{name}]" for name in kept)
+    condition = " AND ".join(f"[{table.name}].[{name}] IS excluded.[{name}]" for name in same)
+    upsert = (
+        f"INSERT INTO [{table.name}] ({columns}) VALUES ({marks})"
+        f" ON CONFLICT([id]) DO UPDATE SET {update}" + (f" WHERE {condition}" if same else "")
+    )
+    replace = f"INSERT OR REPLACE INTO [{table.name}] ({columns}) VALUES ({marks})"
+    return upsert, replace
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -281,8 +303,13 @@ def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
                 f" WHERE json_type(data, :path) IN ({json_types})",
                 {"path": f"$.{column.name}"},
             )
-    existing = {tuple(index.columns) for index in handle.indexes}
-    for index in [(c.name,) for c in table.columns] + list(table.indexes):
+    declared = table.wanted_indexes()
+    existing = {tuple(index.columns): index.name for index in handle.indexes}
+    for columns, name in existing.items():
+        # Only indexes this adapter made (sqlite-utils names them idx_<table>_...) are dropped.
+        if columns not in declared and name.startswith(f"idx_{table.name}_"):
+            db.execute(f"DROP INDEX [{name}]")
+    for index in declared:
         if index not in existing:
             handle.create_index(list(index), if_not_exists=True)
 
