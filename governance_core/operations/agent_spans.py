@@ -41,6 +41,7 @@ from governance_core.operations.span_records import (
     payload_size,
     read_instance_ref,
     record_span,
+    record_span_and_agent,
     run_schema_version,
     schema_entry,
 )
@@ -228,10 +229,10 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         sensitive_encoding=sensitive, **_derived(entry, payload, result_payload),
     )
     span_record = to_record(span)
-    instance = record_span(ctx, instance, span, record=span_record)
+    instance, agent = record_span_and_agent(ctx, instance, span, record=span_record)
     if sensitive:
         keep_values(ctx, span_id, kept)
-    instance = raise_if_critical(ctx, instance, span_record, schema_version, entry)
+    instance = raise_if_critical(ctx, instance, span_record, schema_version, entry, agent)
     details = span_details(ctx, span_record, SpanView(), entry)
     return ready_envelope(details, **control(instance))
 

@@ -33,6 +33,7 @@ __all__ = [
     "payload_size",
     "read_instance_ref",
     "record_span",
+    "record_span_and_agent",
     "run_schema_version",
     "schema_entry",
     "system_span",
@@ -121,6 +122,18 @@ def record_span(
     (its ``started_at`` is that span's); the agent's ``last_activity_span_at`` follows the
     instance's. ``record`` is the span's stored form when the caller has made it already.
     """
+    return record_span_and_agent(ctx, instance, span, before, record=record)[0]
+
+
+def record_span_and_agent(
+    ctx: Context,
+    instance: Record,
+    span: AgentSpan,
+    before: AgentSpan | None = None,
+    *,
+    record: Record | None = None,
+) -> tuple[Record, Record | None]:
+    """:func:`record_span`, also answering the agent when the write read it (else None)."""
     after_record = to_record(span) if record is None else record
     ctx.store.put("agent_spans", after_record)
     updated = apply_span(instance, None if before is None else to_record(before), after_record)
@@ -130,9 +143,10 @@ def record_span(
         updated = {**updated, "updated_at": format_timestamp(ctx.now)}
         ctx.store.put("agent_instances", updated)
     moved = updated.get("last_activity_span_at")
+    agent = None
     if moved != instance.get("last_activity_span_at"):
-        follow_run_activity(ctx, instance["agent_id"], moved)
-    return updated
+        agent = follow_run_activity(ctx, instance["agent_id"], moved)
+    return updated, agent
 
 
 def system_span(

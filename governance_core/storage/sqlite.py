@@ -162,15 +162,15 @@ class SQLiteStore:
     def put(self, table: str, record: Record) -> None:
         """Insert or replace the record and its declared columns.
 
-        A replacement that leaves every indexed column as it was rewrites the row only, not
-        its indexes (each index is a page more a commit writes); otherwise the whole row.
+        On the tables rewritten on every span, a replacement that leaves every indexed column
+        as it was rewrites the row only, not its indexes (each is a page more a commit writes).
         """
         values = column_values(table, record)
         values.append(encode(record))
-        upsert, replace = self._put_sql[table]
+        upsert, otherwise = self._put_sql[table]
         with self._use() as link:
-            if link.conn.execute(upsert, values).rowcount == 0:
-                link.conn.execute(replace, values)
+            if link.conn.execute(upsert, values).rowcount == 0 and otherwise is not None:
+                link.conn.execute(otherwise, values)
 
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""
@@ -232,28 +232,31 @@ class SQLiteStore:
         self._local = threading.local()
 
 
-def _put_sql(table: Table) -> tuple[str, str]:
-    """The two statements of a put: an upsert that leaves indexes alone, and a replacement.
+def _put_sql(table: Table) -> tuple[str, str | None]:
+    """The statements of a put: an upsert, and the one to run when it changed nothing.
 
-    The upsert inserts a new row, or updates an existing one whose indexed columns hold the
-    values given (only the JSON and unindexed columns change); otherwise it changes nothing
-    and the replacement runs.
+    A table with few indexes (``index_each`` off: runs and spans, rewritten on every span)
+    first tries an upsert that inserts a new row, or updates an existing one whose indexed
+    columns hold the values given (only the JSON and unindexed columns change, so no index is
+    touched); when an indexed column changes it changes nothing, and a full upsert follows.
+    Other tables take the full upsert at once.
     """
     # Columns in the order of ``column_values`` (id, declared fields), then the JSON.
     names = ["id", *(column.name for column in table.columns), "data"]
     columns = ", ".join(f"[{name}]" for name in names)
-    marks = ", ".join("?" for _ in names)
-    indexed = {name for index in table.wanted_indexes() for name in index}
-    kept = [name for name in names[1:] if name not in indexed]
-    same = [name for name in names[1:] if name in indexed]
-    update = ", ".join(f"[{name}] = excluded.[{name}]" for name in kept)
-    condition = " AND ".join(f"[{table.name}].[{name}] IS excluded.[{name}]" for name in same)
-    upsert = (
-        f"INSERT INTO [{table.name}] ({columns}) VALUES ({marks})"
-        f" ON CONFLICT([id]) DO UPDATE SET {update}" + (f" WHERE {condition}" if same else "")
+    insert = f"INSERT INTO [{table.name}] ({columns}) VALUES ({', '.join('?' for _ in names)})"
+    full = insert + " ON CONFLICT([id]) DO UPDATE SET " + ", ".join(
+        f"[{name}] = excluded.[{name}]" for name in names[1:]
     )
-    replace = f"INSERT OR REPLACE INTO [{table.name}] ({columns}) VALUES ({marks})"
-    return upsert, replace
+    indexed = {name for index in table.wanted_indexes() for name in index}
+    if table.index_each or not indexed:
+        return full, None
+    kept = [name for name in names[1:] if name not in indexed]
+    same = " AND ".join(
+        f"[{table.name}].[{name}] IS excluded.[{name}]" for name in names[1:] if name in indexed
+    )
+    update = ", ".join(f"[{name}] = excluded.[{name}]" for name in kept)
+    return insert + f" ON CONFLICT([id]) DO UPDATE SET {update} WHERE {same}", full
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
