@@ -23,6 +23,7 @@ from governance_core.clock import Clock
 from governance_core.encryption import PlainCipher, ValueCipher
 from governance_core.fields import Fields
 from governance_core.ids import IdFactory
+from governance_core.repository import Repository
 from governance_core.rules.cost import PricingCatalogue, load_catalogue
 from governance_core.storage.protocol import Store
 
@@ -117,6 +118,11 @@ class Context:
         if self._now is None:
             self._now = self.clock()
         return self._now
+
+    @property
+    def repo(self) -> Repository:
+        """Typed access to the run family's records in :attr:`store`."""
+        return Repository(self.store)
 
     @property
     def account_id(self) -> str:

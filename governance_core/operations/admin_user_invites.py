@@ -17,9 +17,9 @@ from governance_core.operations.admin_users import admin_user_details
 from governance_core.operations.api_tokens import issue_token
 from governance_core.operations.common import load, save, tenant
 from governance_core.registry import Context, Principal, operation
+from governance_core.repository import Filter
 from governance_core.rules.emails import MAX_EMAIL_LENGTH, is_email
 from governance_core.rules.states import INVITE, advance, initial
-from governance_core.storage.protocol import Filter
 
 __all__ = ["INVITE_TOKEN_PREFIX", "invite_details", "invite_status"]
 

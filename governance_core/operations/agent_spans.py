@@ -14,6 +14,26 @@ import attrs
 
 from governance_core.clock import format_timestamp
 from governance_core.converter import from_record, json_ready, to_record
+from governance_core.domain.runs import (
+    NAME_MAX,
+    cancelled_by_termination,
+    control,
+    entry_in,
+    in_reach,
+    record_span,
+    record_span_and_agent,
+    run_schema_version,
+    schema_entry,
+    span_checks,
+)
+from governance_core.domain.sensitive_values import (
+    SplitValues,
+    keep_values,
+    may_reveal,
+    reveal,
+    split_member,
+)
+from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope, ready_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
@@ -22,33 +42,14 @@ from governance_core.operations.common import (
     equality_filters,
     list_response,
     load_record,
+    read_instance_ref,
     resolve_ref,
 )
 from governance_core.operations.risk_alerts import raise_if_critical
 from governance_core.operations.run_risk import Rulesets, span_risk_fields
-from governance_core.operations.sensitive_values import (
-    SplitValues,
-    keep_values,
-    may_reveal,
-    reveal,
-    split_member,
-)
-from governance_core.operations.span_records import (
-    NAME_MAX,
-    control,
-    entry_in,
-    in_reach,
-    payload_size,
-    read_instance_ref,
-    record_span,
-    record_span_and_agent,
-    run_schema_version,
-    schema_entry,
-)
-from governance_core.operations.supplied_ids import claim_id, read_supplied_id
 from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.repository import Filter, Record
 from governance_core.rules.aggregates import ACTIVITY
-from governance_core.rules.payload_validation import validate_payload
 from governance_core.rules.states import (
     FINISH_STATUSES,
     SPAN,
@@ -56,8 +57,6 @@ from governance_core.rules.states import (
     advance,
     states,
 )
-from governance_core.rules.templates import render_template
-from governance_core.storage.protocol import Filter, Record
 from governance_core.views import model_view
 
 __all__ = [
@@ -158,30 +157,6 @@ def load_span(ctx: Context, span_id: object) -> Record:
     return record
 
 
-def _derived(
-    entry: dict[str, Any] | None, payload: dict[str, Any], result: dict[str, Any] | None
-) -> dict[str, Any]:
-    """Return what a span's payloads and type give it.
-
-    Whether the type is declared, each payload's check result, the summary rendered from
-    the type's template (the payload merged with the result, the result winning) and the
-    size estimate.
-    """
-    size = payload_size(payload, result)
-    if entry is None:
-        return {"schema_known": False, "payload_validation": None,
-                "result_payload_validation": None, "summary": None, "size_bytes": size}
-    return {
-        "schema_known": True,
-        "payload_validation": validate_payload(entry.get("params_schema"), payload),
-        "result_payload_validation": (
-            None if result is None else validate_payload(entry.get("result_schema"), result)
-        ),
-        "summary": render_template(entry.get("template"), {**payload, **(result or {})}),
-        "size_bytes": size,
-    }
-
-
 @operation("agent_spans/create", write=True, scopes=ANY_SCOPE)
 def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Create an agent span (bare or ``details``-wrapped; ``id`` optional)."""
@@ -226,7 +201,7 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         schema_title=(entry or {}).get("title") or schema_name, status=status,
         purpose=ACTIVITY, started_at=started_at, finished_at=finished_at, inserted_at=ctx.now,
         updated_at=ctx.now, payload=payload, result_payload=result_payload,
-        sensitive_encoding=sensitive, **_derived(entry, payload, result_payload),
+        sensitive_encoding=sensitive, **span_checks(entry, payload, result_payload),
     )
     span_record = to_record(span)
     instance, agent = record_span_and_agent(ctx, instance, span, record=span_record)
@@ -235,18 +210,6 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     instance = raise_if_critical(ctx, instance, span_record, schema_version, entry, agent)
     details = span_details(ctx, span_record, SpanView(), entry)
     return ready_envelope(details, **control(instance))
-
-
-def _cancelled_by_termination(instance: Record, span: AgentSpan) -> bool:
-    """Whether the run's termination cancelled ``span`` (then a finish is answered as is)."""
-    terminated_at = instance.get("finished_at")
-    return (
-        instance["status"] == "terminated"
-        and span.status == "cancelled"
-        and span.finished_at is not None
-        and terminated_at is not None
-        and format_timestamp(span.finished_at) >= terminated_at
-    )
 
 
 @operation("agent_spans/finish", write=True, scopes=ANY_SCOPE)
@@ -269,10 +232,10 @@ def finish_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     assert instance is not None, "a span's run is never deleted before its spans"
     activity = span.purpose == ACTIVITY
     entry = schema_entry(ctx, instance, SPAN_TYPES, span.schema_name) if activity else None
-    if _cancelled_by_termination(instance, span):
+    if cancelled_by_termination(instance, span):
         return details_envelope(span_details(ctx, record, SpanView(), entry), **control(instance))
     status = advance(SPAN, span.status, asked, what="agent span")
-    derived = _derived(entry, span.payload, result_payload)
+    derived = span_checks(entry, span.payload, result_payload)
     # The payload's check stands as made at creation; the schema version never changes.
     derived.pop("payload_validation")
     finished = attrs.evolve(

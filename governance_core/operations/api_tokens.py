@@ -15,8 +15,8 @@ from governance_core.fields import Fields
 from governance_core.models.accounts import ApiToken
 from governance_core.operations.common import list_response, load, resolve_ref, save
 from governance_core.registry import Context, operation
+from governance_core.repository import Filter, Record
 from governance_core.rules.states import TOKEN, advance, initial, states
-from governance_core.storage.protocol import Filter, Record
 
 __all__ = ["SCOPES", "STATUSES", "api_token_details", "issue_token"]
 

@@ -17,8 +17,8 @@ from governance_core.converter import json_ready
 from governance_core.operations.alerts import raise_alert
 from governance_core.operations.run_risk import Rulesets, instance_risk_score
 from governance_core.registry import Context
+from governance_core.repository import Record
 from governance_core.rules.risk import is_assessable
-from governance_core.storage.protocol import Record
 
 __all__ = ["RISK_CRITICAL", "raise_if_critical"]
 

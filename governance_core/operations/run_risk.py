@@ -15,8 +15,8 @@ from typing import Any
 
 from governance_core.operations.risk_profiles import ruleset_for
 from governance_core.registry import Context
+from governance_core.repository import Record
 from governance_core.rules.risk import Ruleset, is_assessable, risk_level, score_run, type_score
-from governance_core.storage.protocol import Record
 
 __all__ = [
     "Rulesets",

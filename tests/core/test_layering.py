@@ -50,3 +50,23 @@ def test_recording_and_the_service_do_not_import_each_other() -> None:
 def test_the_service_needs_no_storage_adapter() -> None:
     adapters = ("governance_core.storage.sqlite", "governance_core.storage.memory")
     assert not any(name.startswith(adapters) for name in imports_of("governance_core.service"))
+
+
+def _modules(package: str) -> list[str]:
+    folder = ROOT / package.replace(".", "/")
+    return [f"{package}.{path.stem}" for path in sorted(folder.glob("*.py"))
+            if path.stem != "__init__"]
+
+
+def test_handlers_import_no_storage_module() -> None:
+    for module in _modules("governance_core.operations"):
+        storage = {name for name in imports_of(module)
+                   if name.startswith("governance_core.storage")}
+        assert not storage, f"{module} imports {storage}"
+
+
+def test_the_domain_imports_no_operation_module() -> None:
+    for module in _modules("governance_core.domain"):
+        upward = {name for name in imports_of(module)
+                  if name.startswith("governance_core.operations")}
+        assert not upward, f"{module} imports {upward}"
