@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from governance_core.converter import from_record
+from governance_core.converter import json_ready
 from governance_core.domain.runs import advance_instance, cancel_active_spans
-from governance_core.envelopes import details_envelope
+from governance_core.envelopes import ready_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
 from governance_core.models.agents import (
@@ -36,6 +36,7 @@ from governance_core.rules.states import (
     allowed,
     states,
 )
+from governance_core.views import model_view
 
 __all__ = [
     "FINISH_STATUSES",
@@ -68,34 +69,14 @@ def instance_details(
 
     ``rulesets`` shares risk ruleset lookups across the rows of a list.
     """
-    instance = from_record(AgentInstance, record)
-    insights = run_insights(ctx, record, rulesets)
-    return {
-        "id": instance.id,
-        "account_id": instance.account_id,
-        "agent_id": instance.agent_id,
-        "agent_version_id": instance.agent_version_id,
-        "agent_deployment_id": instance.agent_deployment_id,
-        "agent_schema_version_id": instance.agent_schema_version_id,
-        "environment_id": instance.environment_id,
-        "external_identifier": instance.external_identifier,
-        "purpose": instance.purpose,
-        "status": instance.status,
-        "termination_reason": instance.termination_reason,
-        "started_at": instance.started_at,
-        "finished_at": instance.finished_at,
-        "last_activity_span_at": instance.last_activity_span_at,
-        "inserted_at": instance.inserted_at,
-        "updated_at": instance.updated_at,
-        "raised_alert_count": instance.raised_alert_count,
-        "quality_payloads": instance.quality_payloads,
-        "quality_summaries": insights["quality_summaries"],
-        "span_counts": span_counts_output(instance.span_counts),
-        "span_schema_counts": {"by_name": instance.span_schema_counts},
-        "cost_breakdown": insights["cost_breakdown"],
-        "risk_score": insights["risk_score"],
-        "type": "agent_instance",
-    }
+    insights = json_ready(run_insights(ctx, record, rulesets))
+    return model_view(
+        AgentInstance, record, "agent_instance",
+        hidden=("token_groups", "risk_critical_raised"),
+        span_counts=span_counts_output(record.get("span_counts") or {}),
+        span_schema_counts={"by_name": record.get("span_schema_counts") or {}},
+        **insights,
+    )
 
 
 def load_instance(ctx: Context, instance_id: object) -> Record:
@@ -123,7 +104,7 @@ def start_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
     fields.done()
     if allowed(INSTANCE, record["status"], "start"):
         record = advance_instance(ctx, record, "start", started_at=at or ctx.now)
-    return details_envelope(instance_details(ctx, record))
+    return ready_envelope(instance_details(ctx, record))
 
 
 @operation("agent_instances/finish", write=True, scopes=ANY_SCOPE)
@@ -134,7 +115,7 @@ def finish_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
     at = fields.timestamp("timestamp")
     fields.done()
     record = advance_instance(ctx, record, status, finished_at=at or ctx.now)
-    return details_envelope(instance_details(ctx, record))
+    return ready_envelope(instance_details(ctx, record))
 
 
 @operation("agent_instances/terminate", write=True)
@@ -147,14 +128,14 @@ def terminate_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
         ctx, record, "terminate", termination_reason=reason, finished_at=ctx.now
     )
     record = cancel_active_spans(ctx, record)
-    return details_envelope(instance_details(ctx, record))
+    return ready_envelope(instance_details(ctx, record))
 
 
 @operation("agent_instances/show", write=False, scopes=ANY_SCOPE)
 def show_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch an agent instance."""
     record = load_instance(ctx, fields.raw("agent_instance_id"))
-    return details_envelope(instance_details(ctx, record))
+    return ready_envelope(instance_details(ctx, record))
 
 
 @operation("agent_instances/list", write=False, scopes=ANY_SCOPE)
