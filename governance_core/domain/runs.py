@@ -21,6 +21,7 @@ import attrs
 
 from governance_core.clock import format_timestamp
 from governance_core.converter import from_record, to_record
+from governance_core.domain.sensitive_values import keep_values
 from governance_core.models.agents import Agent, AgentInstance, AgentSpan, empty_instance_counts
 from governance_core.registry import Context
 from governance_core.repository import Filter, Record, tenant_filter
@@ -31,10 +32,14 @@ from governance_core.rules.templates import render_template
 
 __all__ = [
     "NAME_MAX",
+    "SPAN_TYPES",
+    "NewSpan",
+    "SpanWrite",
     "advance_instance",
     "cancel_active_spans",
     "cancelled_by_termination",
     "control",
+    "create_span",
     "entry_in",
     "follow_run_activity",
     "in_reach",
@@ -260,3 +265,65 @@ def cancel_active_spans(ctx: Context, record: Record) -> Record:
     ctx.store.put("agent_instances", record)
     follow_run_activity(ctx, record["agent_id"], record.get("last_activity_span_at"))
     return record
+
+
+SPAN_TYPES = "span_type_schemas"
+"""The schema version's map of span types."""
+
+
+@attrs.frozen
+class NewSpan:
+    """A span create, parsed and checked: what :func:`create_span` stores.
+
+    ``payload`` and ``result_payload`` are the stored forms (sensitive values split out into
+    ``kept``, by member name).
+    """
+
+    instance: Record
+    id: str
+    schema_name: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    payload: dict[str, Any]
+    result_payload: dict[str, Any] | None
+    parent_span_id: str | None = None
+    sensitive_encoding: bool = False
+    kept: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class SpanWrite:
+    """What a span write stored: the span and its run as stored, and what it read on the way.
+
+    ``agent`` is the run's agent when the write read it (else None); ``span_type`` the
+    span's entry in its run's schema version (None when undeclared).
+    """
+
+    span: Record
+    instance: Record
+    agent: Record | None
+    schema_version: Record | None
+    span_type: dict[str, Any] | None
+
+
+def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
+    """Store a new activity span and everything it moves (see the module docstring)."""
+    instance = new.instance
+    schema_version = run_schema_version(ctx, instance)
+    entry = entry_in(schema_version, SPAN_TYPES, new.schema_name)
+    span = AgentSpan(
+        id=new.id, account_id=instance["account_id"], agent_id=instance["agent_id"],
+        agent_instance_id=instance["id"], parent_span_id=new.parent_span_id,
+        schema_name=new.schema_name,
+        schema_title=(entry or {}).get("title") or new.schema_name, status=new.status,
+        purpose=ACTIVITY, started_at=new.started_at, finished_at=new.finished_at,
+        inserted_at=ctx.now, updated_at=ctx.now, payload=new.payload,
+        result_payload=new.result_payload, sensitive_encoding=new.sensitive_encoding,
+        **span_checks(entry, new.payload, new.result_payload),
+    )
+    record = to_record(span)
+    stored, agent = record_span_and_agent(ctx, instance, span, record=record)
+    if new.sensitive_encoding:
+        keep_values(ctx, span.id, new.kept)
+    return SpanWrite(record, stored, agent, schema_version, entry)

@@ -14,15 +14,13 @@ import attrs
 
 from governance_core.clock import format_timestamp
 from governance_core.converter import from_record, json_ready, to_record
+from governance_core.domain import runs
 from governance_core.domain.runs import (
     NAME_MAX,
     cancelled_by_termination,
     control,
-    entry_in,
     in_reach,
     record_span,
-    record_span_and_agent,
-    run_schema_version,
     schema_entry,
     span_checks,
 )
@@ -192,23 +190,17 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         fields.errors.invalid("finished_at", "finished_at may not be before started_at")
     fields.done()
     assert instance is not None and schema_name is not None
-    span_id = claim_id(ctx, requested)
-    schema_version = run_schema_version(ctx, instance)
-    entry = entry_in(schema_version, SPAN_TYPES, schema_name)
-    span = AgentSpan(
-        id=span_id, account_id=ctx.account_id, agent_id=instance["agent_id"],
-        agent_instance_id=instance["id"], parent_span_id=parent_id, schema_name=schema_name,
-        schema_title=(entry or {}).get("title") or schema_name, status=status,
-        purpose=ACTIVITY, started_at=started_at, finished_at=finished_at, inserted_at=ctx.now,
-        updated_at=ctx.now, payload=payload, result_payload=result_payload,
-        sensitive_encoding=sensitive, **span_checks(entry, payload, result_payload),
+    written = runs.create_span(ctx, runs.NewSpan(
+        instance=instance, id=claim_id(ctx, requested), schema_name=schema_name,
+        status=status, started_at=started_at, finished_at=finished_at, payload=payload,
+        result_payload=result_payload, parent_span_id=parent_id, sensitive_encoding=sensitive,
+        kept=kept,
+    ))
+    instance = raise_if_critical(
+        ctx, written.instance, written.span, written.schema_version, written.span_type,
+        written.agent,
     )
-    span_record = to_record(span)
-    instance, agent = record_span_and_agent(ctx, instance, span, record=span_record)
-    if sensitive:
-        keep_values(ctx, span_id, kept)
-    instance = raise_if_critical(ctx, instance, span_record, schema_version, entry, agent)
-    details = span_details(ctx, span_record, SpanView(), entry)
+    details = span_details(ctx, written.span, SpanView(), written.span_type)
     return ready_envelope(details, **control(instance))
 
 

@@ -184,8 +184,21 @@ def _name(payload: object, paths: tuple[str, ...]) -> str | None:
     return None
 
 
+@functools.cache
+def _first_keys(form: _Form) -> frozenset[str]:
+    """Every top-level key a path of ``form`` can start with (dots literal or nesting)."""
+    return frozenset(
+        key for path in (form.input, form.output, form.cache_read) for key, _ in _cuts(_parts(path))
+    )
+
+
 def _counts(payload: object) -> tuple[int, int, int] | None:
+    if type(payload) is not dict and not isinstance(payload, Mapping):
+        return None
     for form in _FORMS:
+        if _first_keys(form).isdisjoint(payload):
+            # None of the form's paths can start in this payload.
+            continue
         found = [_count(_path(payload, p)) for p in (form.input, form.output, form.cache_read)]
         if all(count is None for count in found):
             continue
