@@ -22,9 +22,10 @@ import attrs
 from governance_core.clock import format_timestamp
 from governance_core.converter import from_record, to_record
 from governance_core.domain.sensitive_values import keep_values
+from governance_core.ids import extract_partition
 from governance_core.models.agents import Agent, AgentInstance, AgentSpan, empty_instance_counts
 from governance_core.registry import Context
-from governance_core.repository import Filter, Record, tenant_filter
+from governance_core.repository import KIND_TABLES, Filter, Record, tenant_filter
 from governance_core.rules.aggregates import ACTIVITY, apply_span, latest
 from governance_core.rules.payload_validation import validate_payload
 from governance_core.rules.states import INSTANCE, SPAN, advance
@@ -43,6 +44,8 @@ __all__ = [
     "entry_in",
     "follow_run_activity",
     "in_reach",
+    "named_by_another_run",
+    "parent_to_come",
     "payload_size",
     "record_span",
     "record_span_and_agent",
@@ -327,3 +330,26 @@ def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
     if new.sensitive_encoding:
         keep_values(ctx, span.id, new.kept)
     return SpanWrite(record, stored, agent, schema_version, entry)
+
+
+def parent_to_come(ctx: Context, parent_id: str | None) -> bool:
+    """Whether ``parent_id`` names a parent that has not arrived yet.
+
+    That is a well-formed id of the caller's partition that no record holds: the child keeps
+    it, and is linked when a span with that id is created (OpenTelemetry exports a child when
+    it ends, before its parent has ended).
+    """
+    assert ctx.principal is not None
+    return (
+        parent_id is not None
+        and ctx.store.get("agent_spans", parent_id) is None
+        and extract_partition(parent_id) == ctx.principal.partition
+        and all(ctx.store.get(table, parent_id) is None for table in KIND_TABLES.values())
+    )
+
+
+def named_by_another_run(ctx: Context, span_id: str, instance_id: str) -> bool:
+    """Whether spans of another run already name ``span_id`` as their parent to come."""
+    return bool(ctx.store.query("agent_spans", [
+        Filter("parent_span_id", "eq", span_id), Filter("agent_instance_id", "ne", instance_id),
+    ], limit=1))

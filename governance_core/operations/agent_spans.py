@@ -2,7 +2,8 @@
 
 Spans are never refused for arriving late or out of order (decisions 7): a span may come
 before its run's start (it starts a pending run), after its run's finish, or after its run's
-termination (then the response carries ``control``). Payloads are checked against the span
+termination (then the response carries ``control``), and before its parent (OpenTelemetry
+exports a child when it ends, before its parent has ended). Payloads are checked against the span
 type's schemas and the result is recorded on the span, never refused (decisions 13).
 """
 
@@ -176,7 +177,10 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         )
     started_at = fields.timestamp("started_at") or ctx.now
     finished_at = fields.timestamp("finished_at")
-    parent = resolve_ref(ctx, fields, "parent_span_id", "agent_span", parent_id)
+    parent = (
+        None if runs.parent_to_come(ctx, parent_id)
+        else resolve_ref(ctx, fields, "parent_span_id", "agent_span", parent_id)
+    )
     same_run = parent is None or instance is None or parent["agent_instance_id"] == instance["id"]
     if not same_run:
         fields.errors.invalid("parent_span_id", "parent_span_id must name a span of the same run")
@@ -188,6 +192,10 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         finished_at = max(started_at, ctx.now)
     if finished_at is not None and finished_at < started_at:
         fields.errors.invalid("finished_at", "finished_at may not be before started_at")
+    if requested is not None and instance is not None and runs.named_by_another_run(
+        ctx, requested, instance["id"]
+    ):
+        fields.errors.invalid("id", "spans of another run already name this id as their parent")
     fields.done()
     assert instance is not None and schema_name is not None
     written = runs.create_span(ctx, runs.NewSpan(

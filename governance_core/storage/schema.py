@@ -95,7 +95,10 @@ TABLES: dict[str, Table] = {
         _t(
             "agent_spans", "agent_instance_id", "agent_id", "parent_span_id", "schema_name",
             "status", "purpose", "started_at", "finished_at",
-            indexes=(("agent_instance_id", "started_at"), ("agent_id", "started_at")),
+            indexes=(
+                ("agent_instance_id", "started_at"), ("agent_id", "started_at"),
+                ("parent_span_id",),
+            ),
             index_each=False,
         ),
         _t(
