@@ -1,7 +1,9 @@
-"""The one private cattrs converter: models to stored records and back.
+"""Models to stored records and back, in one place.
 
 Timestamps become the library's one ISO form, decimals their exact string; nothing else in the
-library configures (un)structuring, and the global cattrs converter is never used.
+library configures (un)structuring, and the global cattrs converter is never used. The run
+family's models (whose dict members hold JSON from requests) map field by field, the rest
+through the one private cattrs converter.
 """
 
 from __future__ import annotations
