@@ -35,6 +35,7 @@ __all__ = [
     "NAME_MAX",
     "SPAN_TYPES",
     "NewSpan",
+    "SpanFinish",
     "SpanWrite",
     "advance_instance",
     "cancel_active_spans",
@@ -42,6 +43,7 @@ __all__ = [
     "control",
     "create_span",
     "entry_in",
+    "finish_span",
     "follow_run_activity",
     "in_reach",
     "named_by_another_run",
@@ -353,3 +355,50 @@ def named_by_another_run(ctx: Context, span_id: str, instance_id: str) -> bool:
     return bool(ctx.store.query("agent_spans", [
         Filter("parent_span_id", "eq", span_id), Filter("agent_instance_id", "ne", instance_id),
     ], limit=1))
+
+
+@attrs.frozen
+class SpanFinish:
+    """A span finish, parsed and checked: what :func:`finish_span` stores.
+
+    ``result_payload`` is the stored form (``result_values`` the sensitive values split out
+    of it, kept only when ``sent_result``).
+    """
+
+    status: str
+    finished_at: datetime
+    result_payload: dict[str, Any] | None
+    sent_result: bool = False
+    sensitive_encoding: bool = False
+    result_values: dict[str, Any] = attrs.field(factory=dict)
+
+
+def finish_span(ctx: Context, record: Record, finish: SpanFinish) -> SpanWrite:
+    """Finish the stored span ``record`` (SPAN ``complete``/``failed``/``cancelled``).
+
+    A span the run's termination cancelled is answered as it is; a span finished otherwise is
+    ``invalid_action``. The payload's check stands as made at creation (the schema version
+    never changes); the result is checked and the summary rendered again.
+    """
+    span = from_record(AgentSpan, record)
+    instance = ctx.store.get("agent_instances", span.agent_instance_id)
+    assert instance is not None, "a span's run is never deleted before its spans"
+    activity = span.purpose == ACTIVITY
+    entry = schema_entry(ctx, instance, SPAN_TYPES, span.schema_name) if activity else None
+    if cancelled_by_termination(instance, span):
+        return SpanWrite(record, instance, None, None, entry)
+    status = advance(SPAN, span.status, finish.status, what="agent span")
+    derived = span_checks(entry, span.payload, finish.result_payload)
+    derived.pop("payload_validation")
+    finished = attrs.evolve(
+        span, status=status, finished_at=finish.finished_at,
+        result_payload=finish.result_payload,
+        sensitive_encoding=span.sensitive_encoding or finish.sensitive_encoding,
+        updated_at=ctx.now, **derived,
+    )
+    stored = to_record(finished)
+    instance, agent = record_span_and_agent(ctx, instance, finished, before=span, record=stored)
+    if finish.sent_result and finished.sensitive_encoding:
+        # A new result replaces the values kept for the old one (none when sent in clear).
+        keep_values(ctx, span.id, {"result_payload": finish.result_values})
+    return SpanWrite(stored, instance, agent, None, entry)

@@ -14,20 +14,15 @@ from typing import Any
 import attrs
 
 from governance_core.clock import format_timestamp
-from governance_core.converter import from_record, json_ready, to_record
+from governance_core.converter import from_record, json_ready
 from governance_core.domain import runs
 from governance_core.domain.runs import (
     NAME_MAX,
-    cancelled_by_termination,
     control,
     in_reach,
-    record_span,
-    schema_entry,
-    span_checks,
 )
 from governance_core.domain.sensitive_values import (
     SplitValues,
-    keep_values,
     may_reveal,
     reveal,
     split_member,
@@ -53,7 +48,6 @@ from governance_core.rules.states import (
     FINISH_STATUSES,
     SPAN,
     SPAN_CREATE_STATES,
-    advance,
     states,
 )
 from governance_core.views import model_view
@@ -228,26 +222,12 @@ def finish_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     if finished_at < span.started_at:
         fields.errors.invalid("timestamp", "timestamp may not be before the span's started_at")
     fields.done()
-    instance = ctx.store.get("agent_instances", span.agent_instance_id)
-    assert instance is not None, "a span's run is never deleted before its spans"
-    activity = span.purpose == ACTIVITY
-    entry = schema_entry(ctx, instance, SPAN_TYPES, span.schema_name) if activity else None
-    if cancelled_by_termination(instance, span):
-        return details_envelope(span_details(ctx, record, SpanView(), entry), **control(instance))
-    status = advance(SPAN, span.status, asked, what="agent span")
-    derived = span_checks(entry, span.payload, result_payload)
-    # The payload's check stands as made at creation; the schema version never changes.
-    derived.pop("payload_validation")
-    finished = attrs.evolve(
-        span, status=status, finished_at=finished_at, result_payload=result_payload,
-        sensitive_encoding=span.sensitive_encoding or sensitive, updated_at=ctx.now, **derived,
-    )
-    instance = record_span(ctx, instance, finished, before=span)
-    if sent_result and finished.sensitive_encoding:
-        # A new result replaces the values kept for the old one (none when sent in clear).
-        keep_values(ctx, span.id, {"result_payload": result_values})
-    details = span_details(ctx, to_record(finished), SpanView(), entry)
-    return details_envelope(details, **control(instance))
+    written = runs.finish_span(ctx, record, runs.SpanFinish(
+        status=asked, finished_at=finished_at, result_payload=result_payload,
+        sent_result=sent_result, sensitive_encoding=sensitive, result_values=result_values,
+    ))
+    details = span_details(ctx, written.span, SpanView(), written.span_type)
+    return ready_envelope(details, **control(written.instance))
 
 
 @operation("agent_spans/show", write=False, scopes=ANY_SCOPE)
