@@ -8,6 +8,7 @@ from typing import Any
 
 import falcon
 
+from governance_core.errors import BadRequest
 from governance_core.fields import BODY
 from governance_core.service import Governance
 from governance_http.auth import bearer_token
@@ -15,7 +16,7 @@ from governance_http.body import NO_BODY, BodyLimits, read_body
 from governance_http.params import parse_query
 from governance_http.routes import Route
 
-__all__ = ["IDEMPOTENCY_HEADER", "OperationResource", "request_members"]
+__all__ = ["IDEMPOTENCY_HEADER", "OperationResource", "object_body", "request_members"]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _KEY = "idempotency_key"
@@ -42,6 +43,17 @@ def request_members(
     return members
 
 
+def object_body(route: Route, body: Any) -> Any:
+    """``body`` if the route takes it: a JSON object, or any JSON value where a bare body is
+    documented (the core then names what is wrong with it).
+
+    Any other JSON value (an array, a number) is ``bad_request``.
+    """
+    if body is NO_BODY or isinstance(body, dict) or route.bare_body is not None:
+        return body
+    raise BadRequest("the request body must be a JSON object")
+
+
 class OperationResource:
     """Serves the routes of one path template: one core operation per HTTP method.
 
@@ -54,8 +66,8 @@ class OperationResource:
     ) -> None:
         self._governance = governance
         self._limits = limits
-        self._operations = {route.method: route.operation for route in routes}
-        for method in self._operations:
+        self._routes = {route.method: route for route in routes}
+        for method in self._routes:
             setattr(self, f"on_{method.lower()}", self.respond)
 
     def respond(self, req: falcon.Request, resp: falcon.Response, **path: str) -> None:
@@ -64,9 +76,10 @@ class OperationResource:
         query = parse_query(req.query_string)
         # A repeated query key arrives as a list, which the core refuses by name.
         keys: list[Any] = [req.get_header(IDEMPOTENCY_HEADER), query.pop(_KEY, None)]
-        members = request_members(path, query, read_body(req, self._limits))
+        route = self._routes[req.method]
+        members = request_members(path, query, object_body(route, read_body(req, self._limits)))
         envelope = self._governance.call(
-            self._operations[req.method], members, token=token, idempotency_keys=keys
+            route.operation, members, token=token, idempotency_keys=keys
         )
         # Written here, not by falcon after the responder, so that an answer that cannot be
         # written is an error of this request (500 with the envelope), not an empty body.
