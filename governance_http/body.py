@@ -6,10 +6,10 @@ the limit, and the nesting depth is measured on the raw bytes before the decoder
 hostile body can neither fill memory nor exhaust the decoder's recursion.
 
 Text is checked here, once, for every operation: a string or member name holding a lone
-UTF-16 surrogate (``"\\ud800"``, which JSON's escapes allow but no UTF-8 text can carry) is a
-``validation_errors`` answer naming where it sits, so no such text reaches the core, the store
-or a response. The query string (strict UTF-8 once percent-decoded) and headers (Latin-1 by
-WSGI) cannot carry one.
+UTF-16 surrogate (U+D800 to U+DFFF unpaired, which JSON's escapes allow but no UTF-8 text can
+carry) is a ``validation_errors`` answer naming where it sits, so no such text reaches the
+core, the store or a response. The query string (strict UTF-8 once percent-decoded) and
+headers (Latin-1 by WSGI) cannot carry one.
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ from typing import Any
 
 import attrs
 from jsonschema import Draft202012Validator, validators
-from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
+from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012, SchemaRegistry
@@ -50,7 +50,7 @@ UNEVALUATED = "unevaluatedProperties"
 
 
 def _retrieve_nothing(uri: str) -> Resource[Any]:
-    raise NoSuchResource(ref=uri)
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
 OFFLINE_REGISTRY: SchemaRegistry = Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]

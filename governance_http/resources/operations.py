@@ -44,10 +44,10 @@ def request_members(
 
 
 def object_body(route: Route, body: Any) -> Any:
-    """``body`` if the route takes it: a JSON object, or any JSON value where a bare body is
-    documented (the core then names what is wrong with it).
+    """Return ``body`` if the route takes it, or raise ``bad_request``.
 
-    Any other JSON value (an array, a number) is ``bad_request``.
+    A route takes a JSON object; where it documents a bare body, any JSON value (the core then
+    names what is wrong with it).
     """
     if body is NO_BODY or isinstance(body, dict) or route.bare_body is not None:
         return body
