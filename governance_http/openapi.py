@@ -41,7 +41,7 @@ EXTRA_ENVELOPES: dict[str, dict[str, str]] = {
         "agent_version": "agent_version",
         "agent_schema_version": "agent_schema_version",
     },
-    "playground/record_loan_application_review_spans": {"ids": "any"},
+    "playground/record_loan_application_review_spans": {"ids": "ids"},
     "admin_user_invites/accept": {"details": "admin_user", "token": "str"},
     "api_tokens/create": {"details": "api_token", "token": "str"},
     "alerts/count": {"count": "int"},
