@@ -409,9 +409,9 @@ def _record_run(recorder: _Recorder) -> None:
 
 @operation("playground/record_loan_application_review_spans", write=True)
 def record_demo_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """Record a realistic loan review run on a playground instance.
+    """Record a realistic loan review run on a playground instance (``{status, ids: [...]}``).
 
-    Answers ``{status, ids}``: the ids of the records made, spans in order then the alert.
+    ``ids`` lists the records made: the spans in order, then the alert.
     """
     instance = load_instance(ctx, fields.raw("agent_instance_id"))
     fields.done()
