@@ -34,6 +34,7 @@ from governance_core.operations.common import (
 )
 from governance_core.operations.run_insights import run_insights
 from governance_core.operations.run_risk import Rulesets
+from governance_core.operations.sensitive_values import may_reveal, reveal_quality
 from governance_core.registry import ANY_SCOPE, Context, operation
 from governance_core.rules.aggregates import apply_span
 from governance_core.rules.states import (
@@ -215,9 +216,12 @@ def terminate_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
 
 @operation("agent_instances/show", write=False, scopes=ANY_SCOPE)
 def show_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """Fetch an agent instance."""
+    """Fetch an agent instance (``redacted`` withholds sensitive quality values)."""
     record = load_instance(ctx, fields.raw("agent_instance_id"))
-    return details_envelope(instance_details(ctx, record))
+    details = instance_details(ctx, record)
+    if may_reveal(ctx, fields.bool("redacted")):
+        details["quality_payloads"] = reveal_quality(ctx, record["id"], details["quality_payloads"])
+    return details_envelope(details)
 
 
 @operation("agent_instances/list", write=False, scopes=ANY_SCOPE)
