@@ -167,7 +167,7 @@ def _operation_object(route: Route, operation: Operation | None) -> dict[str, An
         description = inspect.cleandoc(operation.handler.__doc__ or "")
     family = _family_verb(route)[0]
     spec: dict[str, Any] = {
-        "operationId": route.operation.replace("/", "_"),
+        "operationId": route.operation_id,
         "summary": summary,
         "tags": [family],
         "parameters": _parameters(route, operation),
