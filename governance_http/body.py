@@ -30,6 +30,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "NO_BODY",
     "BodyLimits",
+    "json_path",
     "lone_surrogates",
     "nesting_exceeds",
     "read_body",
@@ -89,6 +90,12 @@ def lone_surrogates(value: Any, path: tuple[PathPart, ...] = ()) -> Iterator[tup
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from lone_surrogates(item, (*path, index))
+
+
+def json_path(path: tuple[PathPart, ...]) -> str:
+    """Write a member path as ``a.b[0].c`` (the body itself is ``body``)."""
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+    return text.lstrip(".") or "body"
 
 
 def _escaped(text: str) -> str:

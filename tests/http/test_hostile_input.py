@@ -159,3 +159,26 @@ def test_every_list_integer_is_range_checked_with_a_field_error(
     largest = send(target, route, query="pagination[offset]=9007199254740991")
     assert largest.status_code == 200, largest.text
     assert largest.json["summaries"] == []
+
+
+OTLP_SPAN = (
+    '{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":'
+    '{"stringValue":"svc"}}]},"scopeSpans":[{"scope":{"name":"s"},"spans":[{"traceId":'
+    '"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"NAME","kind":1,'
+    '"startTimeUnixNano":"1544712660000000000","endTimeUnixNano":"1544712661000000000"}]}]}]}'
+)
+
+
+def test_the_otlp_json_body_refuses_a_lone_surrogate_too(
+    target: tuple[falcon.testing.TestClient, World],
+) -> None:
+    # The one other place a JSON body is parsed: OTLP's JSON encoding of traces.
+    client, world = target
+    headers = {"Authorization": f"Bearer {world.token}", "Content-Type": "application/json"}
+    for path in ("/v1/traces", "/api/v1/otlp/v1/traces"):
+        for body in (OTLP_SPAN.replace("NAME", "op\\ud800"), OTLP_SPAN.replace("svc", "\\udfff")):
+            result = client.simulate_post(path, body=body, headers=headers)
+            assert result.status_code == 400, result.text
+            assert "surrogate" in result.json["message"]
+        fine = client.simulate_post(path, body=OTLP_SPAN.replace("NAME", "op"), headers=headers)
+        assert fine.status_code == 200, fine.text
