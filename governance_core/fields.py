@@ -51,6 +51,11 @@ class Fields:
     ):
         self.data = flatten_params(params)
         self.errors = errors or FieldErrors()
+        # The wrapper is transparent only as an object: anything else would be ignored silently.
+        if "details" in self.data:
+            wrong = FieldErrors()
+            wrong.invalid("details", "details must be an object")
+            raise wrong.to_error()
 
     def has(self, name: builtins.str) -> builtins.bool:
         """Whether the member was sent at all (``null`` counts as sent)."""

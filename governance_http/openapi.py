@@ -35,6 +35,7 @@ __all__ = [
     "EXTRA_ENVELOPES",
     "FAMILY_KINDS",
     "QUERY_PARAMETERS",
+    "SUPPLIED_IDS",
     "build_document",
     "schema_name",
 ]
@@ -57,6 +58,11 @@ EXTRA_ENVELOPES: dict[str, dict[str, str]] = {
 }
 """Success envelopes that are not ``{status, details}`` of the family's resource: each member
 is a resource ``type`` (a reference to its schema) or a field notation."""
+
+SUPPLIED_IDS = frozenset({
+    "agents/create", "agent_deployments/create", "agent_spans/create", "people/create",
+})
+"""The creates that take a caller-supplied ``id`` (the clients' PFIDs); others make their own."""
 
 _FLAG = {"type": "boolean"}
 _ID = {"type": "string", "pattern": PFID_PATTERN}
@@ -143,19 +149,27 @@ def _request_body(route: Route, operation: Operation | None) -> dict[str, Any] |
         properties["items"] = {"type": "array", "items": item, "minItems": 1, "maxItems": MAX_ITEMS}
     elif verb in ("create", "update") and family in FAMILY_KINDS:
         properties.update(writable_fields(FAMILY_KINDS[family]))
+        if route.operation not in SUPPLIED_IDS:
+            properties.pop("id", None)
     if properties and route.operation != BULK:
-        properties["details"] = {"type": "object", "properties": dict(properties)}
+        # A null wrapper stands for none, like a null body.
+        properties["details"] = {
+            "type": ["object", "null"], "properties": dict(properties),
+            "additionalProperties": True,
+        }
     # null stands for no key, as a null body stands for no body (decisions, HTTP).
     properties["idempotency_key"] = {**key, "type": ["string", "null"]}
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    # One schema rather than a oneOf: an object with these members, null (no body), or where
+    # the route says so a bare JSON string. Unknown members are ignored (decisions), so said.
+    schema: dict[str, Any] = {
+        "type": ["object", "null"] if route.bare_body is None else ["object", "null", "string"],
+        "properties": properties,
+        "additionalProperties": True,
+    }
+    if route.bare_body is not None:
+        schema["description"] = f"an object, or a bare JSON string: the {route.bare_body}"
     if route.operation == BULK:
         schema["required"] = ["items"]
-    options = [schema, {"type": "null"}]
-    if route.bare_body is not None:
-        options.append(
-            {"type": "string", "description": f"a bare JSON string: the {route.bare_body}"}
-        )
-    schema = {"oneOf": options}
     return {"required": False, "content": {"application/json": {"schema": schema}}}
 
 
@@ -191,7 +205,8 @@ def _sorting_parameter(family: str) -> dict[str, Any]:
     sortable: tuple[str, ...] = importlib.import_module(
         f"governance_core.operations.{family}"
     ).SORTABLE
-    return {"type": "string", "enum": [*sortable, *(f"-{name}" for name in sortable)]}
+    # An empty value asks for the default order, as no value does.
+    return {"type": "string", "enum": [*sortable, *(f"-{name}" for name in sortable), ""]}
 
 
 def _responses(success: dict[str, Any], description: str) -> dict[str, Any]:

@@ -182,3 +182,17 @@ def test_the_otlp_json_body_refuses_a_lone_surrogate_too(
             assert "surrogate" in result.json["message"]
         fine = client.simulate_post(path, body=OTLP_SPAN.replace("NAME", "op"), headers=headers)
         assert fine.status_code == 200, fine.text
+
+
+# Bulk reads its items, not a details wrapper.
+@pytest.mark.parametrize(
+    "route", [r for r in BODY_ROUTES if r.operation != "bulk"],
+    ids=lambda r: f"{r.method} {r.template}",
+)
+def test_a_details_wrapper_that_is_not_an_object_is_422_naming_it(
+    target: tuple[falcon.testing.TestClient, World], route: Route
+) -> None:
+    for details in ("5", '"x"', "[1]", "true"):
+        result = send(target, route, body=f'{{"details": {details}}}')
+        assert result.status_code == 422, (details, result.text)
+        assert result.json["errors"]["details"]["code"] == "invalid_value"
