@@ -99,7 +99,7 @@ def json_path(path: tuple[PathPart, ...]) -> str:
 
 
 def _escaped(text: str) -> str:
-    return text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def _check_text(raw: bytes, value: Any) -> None:
