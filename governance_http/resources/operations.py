@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import falcon
 
-from governance_core.errors import BadRequest
+from governance_core.errors import BadRequest, FieldErrors
 from governance_core.fields import BODY
 from governance_core.service import Governance
 from governance_http.auth import bearer_token
@@ -16,10 +17,17 @@ from governance_http.body import NO_BODY, BodyLimits, read_body
 from governance_http.params import parse_query
 from governance_http.routes import Route
 
-__all__ = ["IDEMPOTENCY_HEADER", "OperationResource", "object_body", "request_members"]
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "OperationResource",
+    "header_key",
+    "object_body",
+    "request_members",
+]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _KEY = "idempotency_key"
+_HEADER_KEY = re.compile(r"[\x21-\x7e]+")
 
 
 def request_members(
@@ -41,6 +49,16 @@ def request_members(
     if isinstance(details, dict) and any(name in details for name in path):
         members["details"] = {**details, **{k: v for k, v in path.items() if k in details}}
     return members
+
+
+def header_key(req: falcon.Request) -> str | None:
+    """The ``Idempotency-Key`` header: visible ASCII, as the document says, else 422 on it."""
+    key = req.get_header(IDEMPOTENCY_HEADER)
+    if key is not None and not _HEADER_KEY.fullmatch(key):
+        errors = FieldErrors()
+        errors.invalid(_KEY, "the Idempotency-Key header must be visible ASCII characters")
+        raise errors.to_error()
+    return key
 
 
 def object_body(route: Route, body: Any) -> Any:
@@ -75,7 +93,7 @@ class OperationResource:
         token = bearer_token(req)
         query = parse_query(req.query_string)
         # A repeated query key arrives as a list, which the core refuses by name.
-        keys: list[Any] = [req.get_header(IDEMPOTENCY_HEADER), query.pop(_KEY, None)]
+        keys: list[Any] = [header_key(req), query.pop(_KEY, None)]
         route = self._routes[req.method]
         members = request_members(path, query, object_body(route, read_body(req, self._limits)))
         envelope = self._governance.call(

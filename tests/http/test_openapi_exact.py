@@ -10,12 +10,13 @@ import falcon.testing
 import jsonschema
 import pytest
 
-from governance_core.registry import REGISTRY
+from governance_core.operations import default_registry
 from governance_core.service import Bootstrap, Governance
 from governance_http.routes import Route, served_routes
 from tests.http.support import Api, success_schema
 from tests.http.world import World, build_world
 
+REGISTRY = default_registry()
 LISTS = [route for route in served_routes(REGISTRY) if route.operation.endswith("/list")]
 
 
