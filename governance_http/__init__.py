@@ -11,14 +11,28 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from governance_http.app import create_app
+    from governance_http.body import BodyLimits
+    from governance_http.errors import STATUS_BY_CODE
+    from governance_http.openapi import build_document
     from governance_http.routes import PREFIX, ROUTES, Route
 
-__all__ = ["PREFIX", "ROUTES", "Route", "create_app"]
+__all__ = [
+    "BodyLimits",
+    "PREFIX",
+    "ROUTES",
+    "Route",
+    "STATUS_BY_CODE",
+    "build_document",
+    "create_app",
+]
 
 _HOMES = {
+    "BodyLimits": "governance_http.body",
     "PREFIX": "governance_http.routes",
     "ROUTES": "governance_http.routes",
     "Route": "governance_http.routes",
+    "STATUS_BY_CODE": "governance_http.errors",
+    "build_document": "governance_http.openapi",
     "create_app": "governance_http.app",
 }
 
