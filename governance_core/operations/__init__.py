@@ -17,6 +17,7 @@ from governance_core.operations import (
     playground,
     quality,
     registration,
+    reveals,
     risk_profiles,
     teams,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "playground",
     "quality",
     "registration",
+    "reveals",
     "risk_profiles",
     "teams",
 ]

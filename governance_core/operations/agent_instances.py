@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from governance_core.clock import format_timestamp
 from governance_core.converter import from_record
 from governance_core.envelopes import details_envelope
 from governance_core.errors import NotFound
@@ -225,13 +226,20 @@ def list_instances(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent instances.
 
     Filters ``agent_id``, ``environment_id``, ``agent_deployment_id``, ``status``,
-    ``purpose``. An ingestion token sees its own agent and environment only.
+    ``purpose``, ``start_time`` and ``end_time`` (on ``started_at``, both inclusive). An
+    ingestion token sees its own agent and environment only.
     """
     filters = equality_filters(
         fields,
         ids=("agent_id", "environment_id", "agent_deployment_id"),
         choices={"status": STATUSES, "purpose": PURPOSES},
     ) + reach_filters(ctx)
+    start_time = fields.timestamp("start_time")
+    if start_time is not None:
+        filters.append(Filter("started_at", "ge", format_timestamp(start_time)))
+    end_time = fields.timestamp("end_time")
+    if end_time is not None:
+        filters.append(Filter("started_at", "le", format_timestamp(end_time)))
     rulesets = Rulesets(ctx)
     return list_response(
         ctx, fields, "agent_instances", sortable=SORTABLE, filters=filters,

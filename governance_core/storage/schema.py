@@ -74,7 +74,10 @@ TABLES: dict[str, Table] = {
         _t(
             "agent_spans", "agent_instance_id", "agent_id", "parent_span_id", "schema_name",
             "status", "purpose", "started_at", "finished_at",
-            indexes=(("agent_instance_id", "started_at"),),
+            indexes=(
+                ("agent_instance_id", "started_at"),
+                ("agent_instance_id", "parent_span_id", "started_at"),
+            ),
         ),
         _t(
             "alerts", "agent_instance_id", "agent_id", "environment_id", "name", "status",
@@ -83,6 +86,9 @@ TABLES: dict[str, Table] = {
         ),
         _t("sensitive_values", "owner_id"),
         _t("idempotency_keys", "operation"),
+        _t("console_sessions", "token_id", "expires_at"),
+        _t("console_secrets", "purpose"),
+        _t("sensitive_reveals", "owner_id", "token_id"),
     )
 }
 
