@@ -12,6 +12,7 @@ import falcon.media
 from governance_core.registry import REGISTRY
 from governance_core.service import Governance
 from governance_http.body import MAX_BODY_BYTES, MAX_JSON_DEPTH, BodyLimits
+from governance_http.console import mount_console
 from governance_http.errors import register_error_handlers
 from governance_http.openapi import build_document
 from governance_http.resources import OpenApiResource, OperationResource, PingResource
@@ -47,4 +48,5 @@ def create_app(
         app.add_route(path, OperationResource(governance, group, limits))
     app.add_route(f"{PREFIX}/ping", PingResource(governance))
     app.add_route(f"{PREFIX}/openapi.json", OpenApiResource(build_document(served, REGISTRY)))
+    mount_console(app, governance)
     return app
