@@ -76,7 +76,7 @@ TABLES: dict[str, Table] = {
             "status", "purpose", "started_at", "finished_at",
             indexes=(
                 ("agent_instance_id", "started_at"),
-                ("agent_instance_id", "parent_span_id", "started_at"),
+                ("account_id", "agent_instance_id", "parent_span_id", "started_at"),
             ),
         ),
         _t(

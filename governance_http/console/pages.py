@@ -33,6 +33,8 @@ from governance_http.console.web import (
 __all__ = ["routes"]
 
 PAGE_SIZE = 25
+MAX_DEPTH = 12
+"""The deepest indentation the span tree draws (deeper spans line up at this depth)."""
 SPAN_PAGE = 100
 SCAN_PAGE = 100
 SCAN_LIMIT = 1000
@@ -290,9 +292,13 @@ def _window(run: dict[str, Any], now: datetime) -> tuple[datetime, datetime]:
 
 
 def _span_rows(
-    visit: Visit, run: dict[str, Any], parent: str | None, offset: int
+    visit: Visit, run: dict[str, Any], parent: str | None, offset: int, depth: int = 0
 ) -> dict[str, Any]:
-    """One page of a run's spans under ``parent`` (top level when None), with their bars."""
+    """One page of a run's spans under ``parent`` (top level when None), with their bars.
+
+    ``depth`` is how deep in the tree the rows sit (it indents their names only, so every
+    timeline bar shares one time axis).
+    """
     params: dict[str, Any] = {
         "agent_instance_id": run["id"], "sorting": "started_at", "include_summaries": "true",
         "pagination[offset]": offset, "pagination[page_size]": SPAN_PAGE,
@@ -310,7 +316,7 @@ def _span_rows(
             **span, "left": left, "width": width,
             "duration": duration(span.get("started_at"), span.get("finished_at"), visit.now),
         })
-    return {"spans": spans, "pagination": page["pagination"], "parent": parent}
+    return {"spans": spans, "pagination": page["pagination"], "parent": parent, "depth": depth}
 
 
 def _risk_thresholds(visit: Visit, agent: dict[str, Any]) -> dict[str, Any] | None:
@@ -354,7 +360,10 @@ def run_spans(visit: Visit, run_id: str) -> None:
     """A fragment: one page of a span's children (or of the top level)."""
     run = visit.call("agent_instances/show", agent_instance_id=run_id)["details"]
     parent = visit.query("parent")
-    visit.render("span_rows.html", run=run, tree=_span_rows(visit, run, parent, _offset(visit)))
+    raw_depth = visit.query("depth") or "0"
+    depth = min(int(raw_depth), MAX_DEPTH) if raw_depth.isdigit() and len(raw_depth) < 4 else 0
+    visit.render("span_rows.html", run=run,
+                 tree=_span_rows(visit, run, parent, _offset(visit), depth))
 
 
 def _span_cost(visit: Visit, span: dict[str, Any]) -> dict[str, Any] | None:
