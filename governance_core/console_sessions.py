@@ -28,6 +28,9 @@ __all__ = ["SESSION_LIFETIME", "ConsoleSession", "ConsoleSessions", "Ticket"]
 SESSION_LIFETIME = timedelta(hours=12)
 """How long a console session lasts after sign-in."""
 
+PURGE_BATCH = 100
+"""How many expired sessions a sign-in deletes on its way (sessions also end on their next use)."""
+
 SESSIONS = "console_sessions"
 SECRETS = "console_secrets"
 SIGNING = "session_signing"
@@ -105,7 +108,12 @@ class ConsoleSessions:
         expires_at = now + self.lifetime
         session_id = self.governance.ids.new(principal.partition, now)
         nonce = secrets.token_urlsafe(24)
+        expired = self._store.query(
+            SESSIONS, [Filter("expires_at", "le", format_timestamp(now))], limit=PURGE_BATCH
+        )
         with self._store.transaction():
+            for record in expired:
+                self._store.delete(SESSIONS, record["id"])
             self._store.put(SESSIONS, {
                 "id": session_id,
                 "account_id": principal.account_id,
