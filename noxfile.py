@@ -53,5 +53,6 @@ def bench(session: nox.Session) -> None:
         "benchmarks/storage_bench.py",
         "benchmarks/ingest_bench.py",
         "benchmarks/serve_bench.py",
+        "benchmarks/console_bench.py",
     ):
         session.run("python", script)
