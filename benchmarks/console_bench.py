@@ -10,16 +10,25 @@ test client, so the figure is the server's time to answer), it times:
 - the last page of the top level (what "More spans" loads at the deepest offset),
 
 and prints the median of ``--repeat`` loads of each and the ratio of the large run's page to
-the small run's. Usage: ``PYTHONPATH=. python benchmarks/console_bench.py [--spans 50000]``.
+the small run's. With a Chromium (``--browser PATH``, default ``GOVERNANCE_TEST_BROWSER`` or
+``/usr/bin/chromium`` when present; ``--browser ''`` skips it) it also serves the store with
+``governance serve`` and times opening each run page in headless Chromium until its ``load``
+event (stylesheet and script included).
+Usage: ``PYTHONPATH=. python benchmarks/console_bench.py [--spans 50000]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+import urllib.request
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -89,12 +98,63 @@ def timed(client: falcon.testing.TestClient, cookie: str, path: str, repeat: int
     return statistics.median(samples)
 
 
+def browser_loads(
+    db: Path, token: str, paths: list[str], browser: str, repeat: int
+) -> list[float]:
+    """Median seconds for headless Chromium to open each path, served by ``governance serve``."""
+    from playwright.sync_api import sync_playwright
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "governance_http", "serve", "--db", str(db), "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{base}/sign-in", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=browser, args=[
+                "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update",
+            ])
+            page = chromium.new_page(base_url=base)
+            page.goto("/sign-in")
+            page.fill("#token", token)
+            page.press("#token", "Enter")
+            page.wait_for_url("**/")
+            medians = []
+            for path in paths:
+                page.goto(path)
+                samples = []
+                for _ in range(repeat):
+                    began = time.perf_counter()
+                    page.goto(path, wait_until="load")
+                    samples.append(time.perf_counter() - began)
+                medians.append(statistics.median(samples))
+            chromium.close()
+        return medians
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
 def main() -> None:
     """Build the runs, time the pages, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=50_000)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=15)
+    default_browser = os.environ.get("GOVERNANCE_TEST_BROWSER") or (
+        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else ""
+    )
+    parser.add_argument("--browser", default=default_browser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         gov = Governance.open(Path(folder) / "bench.db")
@@ -136,6 +196,14 @@ def main() -> None:
               f"{children * 1000:8.1f} ms")
         print(f"top level, page at offset {last_offset}:    {deepest * 1000:8.1f} ms")
         print(f"ratio large/small run page: {large_page / small_page:.2f}")
+        if args.browser:
+            small_open, large_open = browser_loads(
+                Path(folder) / "bench.db", boot.token, [f"/runs/{small}", f"/runs/{large}"],
+                args.browser, max(3, args.repeat // 3),
+            )
+            print(f"Chromium opens the 10-span run page in     {small_open * 1000:8.1f} ms")
+            print(f"Chromium opens the {args.spans:,}-span run page in {large_open * 1000:8.1f} ms")
+            print(f"ratio large/small in the browser: {large_open / small_open:.2f}")
         gov.close()
 
 
