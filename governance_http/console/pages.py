@@ -40,6 +40,7 @@ SCAN_PAGE = 100
 SCAN_LIMIT = 1000
 """The most runs a page computing over runs (risk filter, overview plots) reads."""
 RUN_STATUSES = ("pending", "active", "complete", "failed", "cancelled", "terminated")
+STARTED_STATUSES = RUN_STATUSES[1:]
 LIVE_STATUSES = ("pending", "active")
 SEVERITIES = ("critical", "error", "warning", "info")
 RUN_SORTS = {
@@ -156,12 +157,16 @@ class SignOut:
 
 
 # -- overview ----------------------------------------------------------------------------
+def _count_runs(visit: Visit, **filters: Any) -> int:
+    page = visit.call("agent_instances/list", **filters, **{"pagination[page_size]": 1})
+    return int(page["pagination"]["item_count"])
+
+
 def _status_counts(visit: Visit, since: datetime) -> dict[str, int]:
+    """Runs started since ``since`` by status (a pending run has not started: not counted)."""
     counts = {}
-    for status in RUN_STATUSES:
-        page = visit.call("agent_instances/list", status=status,
-                          start_time=format_timestamp(since), **{"pagination[page_size]": 1})
-        counts[status] = page["pagination"]["item_count"]
+    for status in STARTED_STATUSES:
+        counts[status] = _count_runs(visit, status=status, start_time=format_timestamp(since))
     return counts
 
 
@@ -196,7 +201,8 @@ def overview(visit: Visit) -> None:
     alerts = visit.call("alerts/list", status="raised", sorting="-raised_at",
                         **{"pagination[page_size]": 10})
     visit.render(
-        "overview.html", windows=windows, statuses=RUN_STATUSES, cost_chart=cost_chart,
+        "overview.html", windows=windows, statuses=STARTED_STATUSES,
+        pending=_count_runs(visit, status="pending"), cost_chart=cost_chart,
         risk_chart=risk_chart, risk_levels=RISK_LEVELS, scanned=scanned,
         scan_limit=SCAN_LIMIT, alerts=alerts,
     )

@@ -35,7 +35,9 @@ __all__ = [
     "SIGN_IN_COOKIE",
     "Console",
     "Visit",
+    "duration",
     "local_path",
+    "templates",
 ]
 
 SESSION_COOKIE = "governance_session"

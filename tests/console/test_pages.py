@@ -68,6 +68,7 @@ def test_sign_in_refuses_bad_ingestion_and_unchecked_requests(
     refused = visitor.sign_in(ingestion)
     assert refused.status_code == 403
     assert "ingestion token cannot sign in" in refused.text
+    assert ingestion not in refused.text
     assert SESSION_COOKIE not in visitor.cookies
     # Without the sign-in form's double-submit token the post is refused.
     visitor.cookies.pop(SIGN_IN_COOKIE, None)
@@ -235,7 +236,8 @@ def test_overview_shows_runs_by_status_plots_and_raised_alerts(
     signed_in: Visitor, alice: Account
 ) -> None:
     text = signed_in.get("/").text
-    assert "Runs · Last 24 hours" in text and "Runs · Last 7 days" in text
+    assert "Runs started · Last 24 hours" in text and "Runs started · Last 7 days" in text
+    assert "runs have not started yet" in text or "run has not started yet" in text
     assert text.count("<svg class=\"chart\"") == 2
     assert 'class="risk-high"' in text or 'class="risk-medium"' in text
     assert "affordability_concern" not in text or "Affordability" in text
