@@ -363,13 +363,13 @@ def run_live(visit: Visit, run_id: str) -> None:
 
 
 def run_spans(visit: Visit, run_id: str) -> None:
-    """A fragment: one page of a span's children (or of the top level)."""
+    """One page of a span's children (or of the top level): a fragment, or a page without JS."""
     run = visit.call("agent_instances/show", agent_instance_id=run_id)["details"]
     parent = visit.query("parent")
     raw_depth = visit.query("depth") or "0"
     depth = min(int(raw_depth), MAX_DEPTH) if raw_depth.isdigit() and len(raw_depth) < 4 else 0
-    visit.render("span_rows.html", run=run,
-                 tree=_span_rows(visit, run, parent, _offset(visit), depth))
+    template = "span_rows.html" if visit.query("fragment") else "spans.html"
+    visit.render(template, run=run, tree=_span_rows(visit, run, parent, _offset(visit), depth))
 
 
 def _span_cost(visit: Visit, span: dict[str, Any]) -> dict[str, Any] | None:
@@ -519,7 +519,7 @@ def routes(console: Console) -> list[tuple[str, object]]:
         ("/runs", Page(console, runs_page)),
         ("/runs/{run_id}", Page(console, run_page)),
         ("/runs/{run_id}/live", Page(console, run_live, fragment=True)),
-        ("/runs/{run_id}/spans", Page(console, run_spans, fragment=True)),
+        ("/runs/{run_id}/spans", Page(console, run_spans)),
         ("/runs/{run_id}/terminate", Action(console, terminate_run)),
         ("/runs/{run_id}/spans/{span_id}", Page(console, span_page)),
         ("/runs/{run_id}/spans/{span_id}/reveal", Action(console, reveal_value)),

@@ -25,6 +25,7 @@ def pages(account: Account) -> list[str]:
         "/", "/agents", f"/agents/{account.agent_id}", "/runs", f"/runs/{run}",
         f"/runs/{run}/live", f"/runs/{run}/spans?fragment=1",
         f"/runs/{account.running_run_id}/spans?parent={account.running_root_span_id}&fragment=1",
+        f"/runs/{account.running_run_id}/spans?parent={account.running_root_span_id}",
         f"/runs/{account.markup_run_id}/spans/{span}",
         f"/runs/{account.markup_run_id}/spans/{span}?fragment=1",
         "/alerts", "/alerts?status=all", "/settings",
