@@ -43,6 +43,11 @@ class BarChart:
     top: str
 
 
+def _amount(value: Decimal, unit: str) -> str:
+    """A chart label: two decimals from 1 on, four significant digits below."""
+    return f"{unit}{value:,.2f}" if abs(value) >= 1 else f"{unit}{value:.4g}"
+
+
 def bar_chart(
     points: Sequence[tuple[str, Decimal]], *, width: int = 560, height: int = 160, unit: str = ""
 ) -> BarChart:
@@ -57,9 +62,9 @@ def bar_chart(
         bar_height = plot * share
         x = index * step + step * 0.15
         bars.append(Bar(round(x, 2), round(plot - bar_height, 2), round(step * 0.7, 2),
-                        round(bar_height, 2), "bar", label, f"{unit}{value}"))
+                        round(bar_height, 2), "bar", label, _amount(value, unit)))
         columns.append((round(index * step + step / 2, 2), label))
-    return BarChart(width, height, tuple(bars), tuple(columns), f"{unit}{top}")
+    return BarChart(width, height, tuple(bars), tuple(columns), _amount(top, unit))
 
 
 def stacked_chart(
