@@ -6,6 +6,7 @@ of a level) at a time, so a run with any number of spans opens with a few small 
 
 from __future__ import annotations
 
+import hmac
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime, time, timedelta
@@ -29,6 +30,7 @@ from governance_http.console.web import (
     duration,
     local_path,
 )
+from governance_http.errors import http_status_for
 
 __all__ = ["routes"]
 
@@ -97,11 +99,16 @@ class SignIn:
         self.console = console
 
     def _form(
-        self, req: falcon.Request, resp: falcon.Response, status: int = 200, error: str = ""
+        self,
+        req: falcon.Request,
+        resp: falcon.Response,
+        status: int = 200,
+        error: str = "",
+        next_path: object = None,
     ) -> None:
         self.console.secure(req, resp)
         csrf = self.console.sign_in_csrf(req, resp)
-        next_path = local_path(req.get_param("next"))
+        next_path = local_path(next_path or req.get_param("next"))
         self.console.render(resp, "sign_in.html", status, csrf_token=csrf, next=next_path,
                             error=error)
 
@@ -114,10 +121,10 @@ class SignIn:
         form = self.console.read_form(req)
         expected = req.cookies.get(SIGN_IN_COOKIE)
         if (
-            not expected or form.get("csrf_token") != expected
+            not expected or not hmac.compare_digest(form.get("csrf_token", ""), expected)
             or not self.console.same_origin(req)
         ):
-            self._form(req, resp, 403, "The form expired. Try again.")
+            self._form(req, resp, 403, "The form expired. Try again.", form.get("next"))
             return
         try:
             if form.get("invite_token"):
@@ -127,8 +134,8 @@ class SignIn:
             else:
                 ticket = self.console.sessions.sign_in(form.get("token", ""))
         except GovernanceError as error:
-            self._form(req, resp, 401 if error.code != "not_permitted" else 403,
-                       f"Sign-in refused: {error.message}.")
+            self._form(req, resp, http_status_for(error), f"Sign-in refused: {error.message}.",
+                       form.get("next"))
             return
         self.console.secure(req, resp)
         self.console.set_cookie(
