@@ -385,3 +385,20 @@ def test_the_api_is_unchanged_beside_the_console(
     assert result.status_code == 200 and result.json["status"] == "success"
     assert client.simulate_get("/api/v1/nothing").json["code"] == "not_found"
     assert client.simulate_get("/static/console/console.js").status_code == 200
+
+
+def test_the_span_tree_loads_a_level_a_page_at_a_time(signed_in: Visitor, alice: Account) -> None:
+    run = alice.session.call("playground/register_loan_application_review_agent_instance",
+                             {"agent_id": alice.agent_id})["details"]["id"]
+    for index in range(105):
+        alice.session.call("agent_spans/create", {
+            "agent_instance_id": run, "schema_name": "tool", "status": "complete",
+            "payload": {"index": index},
+        })
+    page = signed_in.get(f"/runs/{run}").text
+    assert page.count('<details class="span"') == 100
+    # 105 spans and the risk_critical alert's span they raise.
+    more = re.search(r'<a class="more d0" href="([^"]+)" data-more>More spans \(6 left\)', page)
+    assert more is not None
+    rest = signed_in.get(more.group(1).replace("&amp;", "&")).text
+    assert rest.count('<details class="span"') == 6 and "More spans" not in rest
