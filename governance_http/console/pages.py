@@ -113,7 +113,12 @@ class SignIn:
                             error=error)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """The sign-in form."""
+        """The sign-in form; a visitor already signed in goes on to the page asked for."""
+        if self.console.sessions.resolve(req.cookies.get(SESSION_COOKIE)) is not None:
+            self.console.secure(req, resp)
+            resp.status = falcon.HTTP_303
+            resp.location = local_path(req.get_param("next"))
+            return
         self._form(req, resp)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:

@@ -58,6 +58,11 @@ def test_sign_in_sets_a_strict_http_only_session_cookie(visitor: Visitor, alice:
         assert alice.token not in page.text
 
 
+def test_the_sign_in_page_sends_a_signed_in_visitor_on(signed_in: Visitor) -> None:
+    result = signed_in.get("/sign-in", next="/runs")
+    assert result.status_code == 303 and result.headers["location"] == "/runs"
+
+
 def test_sign_in_refuses_bad_ingestion_and_unchecked_requests(
     visitor: Visitor, alice: Account
 ) -> None:
