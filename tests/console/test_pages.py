@@ -407,3 +407,11 @@ def test_the_span_tree_loads_a_level_a_page_at_a_time(signed_in: Visitor, alice:
     assert more is not None
     rest = signed_in.get(more.group(1).replace("&amp;", "&")).text
     assert rest.count('<details class="span"') == 6 and "More spans" not in rest
+
+
+def test_a_form_over_the_limit_is_refused_unread(signed_in: Visitor, alice: Account) -> None:
+    result = signed_in.post(f"/runs/{alice.running_run_id}/terminate",
+                            {"reason": "x" * 70_000, "csrf_token": signed_in.csrf()})
+    assert result.status_code == 413
+    run = alice.session.details("agent_instances/show", agent_instance_id=alice.running_run_id)
+    assert run["status"] == "active"
