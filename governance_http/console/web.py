@@ -231,7 +231,7 @@ class Console:
         """The posted form's fields (first value each); a form over the limit is 413."""
         body = req.bounded_stream.read(FORM_LIMIT + 1)
         if len(body) > FORM_LIMIT:
-            raise falcon.HTTPPayloadTooLarge()
+            raise falcon.HTTPContentTooLarge()
         try:
             parsed = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=200)
         except (UnicodeDecodeError, ValueError):
