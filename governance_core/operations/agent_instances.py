@@ -226,14 +226,18 @@ def list_instances(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent instances.
 
     Filters ``agent_id``, ``environment_id``, ``agent_deployment_id``, ``status``,
-    ``purpose``, ``start_time`` and ``end_time`` (on ``started_at``, both inclusive). An
-    ingestion token sees its own agent and environment only.
+    ``purpose``, ``external_identifier``, ``start_time`` and ``end_time`` (on
+    ``started_at``, both inclusive). An ingestion token sees its own agent and environment
+    only.
     """
     filters = equality_filters(
         fields,
         ids=("agent_id", "environment_id", "agent_deployment_id"),
         choices={"status": STATUSES, "purpose": PURPOSES},
     ) + reach_filters(ctx)
+    external_identifier = fields.str("external_identifier", max_length=REASON_MAX)
+    if external_identifier:
+        filters.append(Filter("external_identifier", "eq", external_identifier))
     start_time = fields.timestamp("start_time")
     if start_time is not None:
         filters.append(Filter("started_at", "ge", format_timestamp(start_time)))
