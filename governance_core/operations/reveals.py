@@ -15,8 +15,8 @@ from governance_core.fields import Fields
 from governance_core.operations.agent_spans import load_span
 from governance_core.operations.common import list_response
 from governance_core.registry import Context, operation
+from governance_core.repository import Filter, Record
 from governance_core.rules.sensitive import MARKER_KEY
-from governance_core.storage.protocol import Filter, Record
 
 __all__ = ["TABLE", "marker_at"]
 

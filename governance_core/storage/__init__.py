@@ -1,7 +1,47 @@
-"""The storage port and its adapters."""
+"""The storage port and its adapters; :func:`open_store` opens one from a location.
 
-from governance_core.storage.memory import MemoryStore
+The adapters are imported when first named, so using one never loads another.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 from governance_core.storage.protocol import Filter, Record, SortKey, Store
-from governance_core.storage.sqlite import SQLiteStore
 
-__all__ = ["Filter", "MemoryStore", "Record", "SQLiteStore", "SortKey", "Store"]
+if TYPE_CHECKING:
+    from governance_core.storage.memory import MemoryStore
+    from governance_core.storage.sqlite import SQLiteStore
+
+__all__ = ["Filter", "MemoryStore", "Record", "SQLiteStore", "SortKey", "Store", "open_store"]
+
+_SQLITE_URL = "sqlite:///"
+
+
+def open_store(location: str | Path) -> Store:
+    """Open the store at ``location``: ``":memory:"``, a file path or ``sqlite:///path``.
+
+    SQLite creates the file when missing. Another ``scheme://`` is ``ValueError``.
+    """
+    text = str(location)
+    if text.startswith(_SQLITE_URL):
+        text = text[len(_SQLITE_URL):]
+    elif "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise ValueError(f"no store adapter for {scheme}:// locations")
+    from governance_core.storage.sqlite import SQLiteStore
+
+    return SQLiteStore(text)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MemoryStore":
+        from governance_core.storage.memory import MemoryStore
+
+        return MemoryStore
+    if name == "SQLiteStore":
+        from governance_core.storage.sqlite import SQLiteStore
+
+        return SQLiteStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
