@@ -348,7 +348,9 @@ def _risk_thresholds(visit: Visit, agent: dict[str, Any]) -> dict[str, Any] | No
 
 
 def _run_header(visit: Visit, run_id: str) -> dict[str, Any]:
-    run = visit.call("agent_instances/show", agent_instance_id=run_id)["details"]
+    run = visit.call(
+        "agent_instances/show", agent_instance_id=run_id, redacted="true"
+    )["details"]
     return {"run": _run_row(run, visit.now), "live": run["status"] in LIVE_STATUSES}
 
 
@@ -376,7 +378,9 @@ def run_live(visit: Visit, run_id: str) -> None:
 
 def run_spans(visit: Visit, run_id: str) -> None:
     """One page of a span's children (or of the top level): a fragment, or a page without JS."""
-    run = visit.call("agent_instances/show", agent_instance_id=run_id)["details"]
+    run = visit.call(
+        "agent_instances/show", agent_instance_id=run_id, redacted="true"
+    )["details"]
     parent = visit.query("parent")
     raw_depth = visit.query("depth") or "0"
     depth = min(int(raw_depth), MAX_DEPTH) if raw_depth.isdigit() and len(raw_depth) < 4 else 0

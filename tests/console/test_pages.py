@@ -415,3 +415,14 @@ def test_a_form_over_the_limit_is_refused_unread(signed_in: Visitor, alice: Acco
     assert result.status_code == 413
     run = alice.session.details("agent_instances/show", agent_instance_id=alice.running_run_id)
     assert run["status"] == "active"
+
+
+def test_sensitive_quality_values_show_redacted(signed_in: Visitor, alice: Account) -> None:
+    alice.session.call("agent_instances/record_quality", {
+        "agent_instance_id": alice.running_run_id, "name": "decision_quality",
+        "sensitive_encoding": True,
+        "payload": {"score": 4, "note": {"$sensitive": "string", "value": "QV-SECRET-1"}},
+    })
+    page = signed_in.get(f"/runs/{alice.running_run_id}").text
+    assert "decision_quality" in page and "[redacted string]" in page
+    assert "QV-SECRET-1" not in page
