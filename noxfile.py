@@ -73,6 +73,7 @@ def bench(session: nox.Session) -> None:
         "benchmarks/ingest_bench.py",
         "benchmarks/serve_bench.py",
         "benchmarks/otlp_bench.py",
+        "benchmarks/console_bench.py",
     ):
         session.run("python", script)
     session.run("python", "benchmarks/serve_bench.py", "--goals", "--rounds", "3")

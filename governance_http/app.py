@@ -12,6 +12,7 @@ import falcon.media
 
 from governance_core.service import Governance
 from governance_http.body import MAX_BODY_BYTES, MAX_JSON_DEPTH, BodyLimits
+from governance_http.console import mount_console
 from governance_http.errors import register_error_handlers
 from governance_http.openapi import build_document
 from governance_http.requestlog import RequestLog
@@ -55,4 +56,5 @@ def create_app(
         from governance_http.otlp import add_otlp_routes
 
         add_otlp_routes(app, governance, limits)
+    mount_console(app, governance)
     return app

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from governance_core.clock import format_timestamp
 from governance_core.converter import json_ready
 from governance_core.domain.runs import advance_instance, cancel_active_spans
 from governance_core.domain.sensitive_values import may_reveal, reveal_quality
@@ -147,8 +148,9 @@ def list_instances(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent instances.
 
     Filters ``agent_id``, ``environment_id``, ``agent_deployment_id``, ``status``,
-    ``purpose``, ``external_identifier``. An ingestion token sees its own agent and
-    environment only.
+    ``purpose``, ``external_identifier``, ``start_time`` and ``end_time`` (on
+    ``started_at``, both inclusive). An ingestion token sees its own agent and environment
+    only.
     """
     filters = equality_filters(
         fields,
@@ -158,6 +160,12 @@ def list_instances(ctx: Context, fields: Fields) -> dict[str, Any]:
     external_identifier = fields.str("external_identifier", max_length=REASON_MAX)
     if external_identifier:
         filters.append(Filter("external_identifier", "eq", external_identifier))
+    start_time = fields.timestamp("start_time")
+    if start_time is not None:
+        filters.append(Filter("started_at", "ge", format_timestamp(start_time)))
+    end_time = fields.timestamp("end_time")
+    if end_time is not None:
+        filters.append(Filter("started_at", "le", format_timestamp(end_time)))
     rulesets = Rulesets(ctx)
     return list_response(
         ctx, fields, "agent_instances", sortable=SORTABLE, filters=filters,

@@ -245,8 +245,9 @@ def show_span(ctx: Context, fields: Fields) -> dict[str, Any]:
 def list_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent spans.
 
-    Filters ``agent_instance_id``, ``agent_id``, ``start_time`` and ``end_time`` (on
-    ``started_at``, both inclusive), ``status``, ``schema_name``, ``purpose``. An ingestion
+    Filters ``agent_instance_id``, ``agent_id``, ``parent_span_id`` (or ``top_level=true``:
+    spans without a parent), ``start_time`` and ``end_time`` (on ``started_at``, both
+    inclusive), ``status``, ``schema_name``, ``purpose``. An ingestion
     token lists the spans of one of its own runs (``agent_instance_id``).
     """
     principal = ctx.principal
@@ -264,6 +265,11 @@ def list_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
     agent_id = fields.id("agent_id")
     if agent_id is not None:
         filters.append(Filter("agent_id", "eq", agent_id))
+    parent_span_id = fields.id("parent_span_id")
+    if parent_span_id is not None:
+        filters.append(Filter("parent_span_id", "eq", parent_span_id))
+    elif fields.bool("top_level"):
+        filters.append(Filter("parent_span_id", "eq", None))
     start_time = fields.timestamp("start_time")
     if start_time is not None:
         filters.append(Filter("started_at", "ge", format_timestamp(start_time)))

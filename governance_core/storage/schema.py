@@ -98,6 +98,7 @@ TABLES: dict[str, Table] = {
             indexes=(
                 ("agent_instance_id", "started_at"), ("agent_id", "started_at"),
                 ("parent_span_id",),
+                ("account_id", "agent_instance_id", "parent_span_id", "started_at"),
             ),
             index_each=False,
         ),
@@ -108,6 +109,9 @@ TABLES: dict[str, Table] = {
         ),
         _t("sensitive_values", "owner_id"),
         _t("idempotency_keys", "operation", index_each=False),
+        _t("console_sessions", "token_id", "expires_at"),
+        _t("console_secrets", "purpose"),
+        _t("sensitive_reveals", "owner_id", "token_id"),
     )
 }
 

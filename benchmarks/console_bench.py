@@ -1,0 +1,211 @@
+"""Console page load of a run with 50,000 spans, against a run with 10 spans.
+
+Builds, in a SQLite file, one run of ``--spans`` spans (``--steps`` top-level steps, each with
+its share of child spans) and one run of 10 spans, all written through the core's span create
+inside one transaction per 5,000 spans. Then, signed in to the console in-process (falcon's
+test client, so the figure is the server's time to answer), it times:
+
+- the run page (header, cost, risk, alerts and the first page of the top-level spans),
+- the fragment of one step's child spans (what expanding a span loads),
+- the last page of the top level (what "More spans" loads at the deepest offset),
+
+and prints the median of ``--repeat`` loads of each and the ratio of the large run's page to
+the small run's. With a Chromium (``--browser PATH``, default ``GOVERNANCE_TEST_BROWSER`` or
+``/usr/bin/chromium`` when present; ``--browser ''`` skips it) it also serves the store with
+``governance serve`` and times opening each run page in headless Chromium until its ``load``
+event (stylesheet and script included).
+Usage: ``PYTHONPATH=. python benchmarks/console_bench.py [--spans 50000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import falcon.testing
+
+from governance_core.clock import format_timestamp
+from governance_core.service import Governance, Session
+from governance_http import create_app
+
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+SCHEMA = {
+    "external_identifier": "bench-schema",
+    "span_type_schemas": [
+        {"name": "step", "params_schema": {"type": "object"}},
+        {"name": "llm", "params_schema": {"type": "object"}, "data_risk": {
+            "action_profile": {"read_data": "allowed"},
+            "params_data_categories": {"personal_identifiers": "included"},
+        }},
+    ],
+}
+
+
+def build_run(gov: Governance, session: Session, agent_id: str, spans: int, steps: int) -> str:
+    """Register a run and write ``spans`` spans: ``steps`` roots, the rest spread under them."""
+    run = session.details("agent_instances/register", {
+        "agent_id": agent_id, "agent_version": {"name": "bench", "external_identifier": "1"},
+        "agent_schema_version": SCHEMA,
+    })
+    start = gov.clock() - timedelta(hours=1)
+    children = spans - steps
+    written = 0
+    batch = 5000
+    while written < spans:
+        with gov.store.transaction():
+            for index in range(written, min(spans, written + batch)):
+                step, offset = divmod(index, spans // steps)
+                at = start + timedelta(milliseconds=index * 50)
+                params: dict[str, Any] = {
+                    "agent_instance_id": run["id"], "status": "complete",
+                    "started_at": format_timestamp(at),
+                    "finished_at": format_timestamp(at + timedelta(milliseconds=40)),
+                }
+                if offset == 0 or children == 0:
+                    made = session.details("agent_spans/create", {
+                        **params, "schema_name": "step", "payload": {"step": step},
+                    })
+                    root = made["id"]
+                else:
+                    session.details("agent_spans/create", {
+                        **params, "schema_name": "llm", "parent_span_id": root,
+                        "payload": {"model": "gpt-4o-mini", "prompt": f"call {index}"},
+                        "result_payload": {"usage": {"input_tokens": 120, "output_tokens": 30}},
+                    })
+            written = min(spans, written + batch)
+    return str(run["id"])
+
+
+def timed(client: falcon.testing.TestClient, cookie: str, path: str, repeat: int) -> float:
+    """Median seconds to answer ``path`` (checked to be a 200)."""
+    samples = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        result = client.simulate_get(path, headers={"Cookie": cookie})
+        samples.append(time.perf_counter() - began)
+        assert result.status_code == 200, (path, result.status_code)
+    return statistics.median(samples)
+
+
+def browser_loads(
+    db: Path, token: str, paths: list[str], browser: str, repeat: int
+) -> list[float]:
+    """Median seconds for headless Chromium to open each path, served by ``governance serve``."""
+    from playwright.sync_api import sync_playwright
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "governance_http", "serve", "--db", str(db), "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{base}/sign-in", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=browser, args=[
+                "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update",
+            ])
+            page = chromium.new_page(base_url=base)
+            page.goto("/sign-in")
+            page.fill("#token", token)
+            page.press("#token", "Enter")
+            page.wait_for_url("**/")
+            medians = []
+            for path in paths:
+                page.goto(path)
+                samples = []
+                for _ in range(repeat):
+                    began = time.perf_counter()
+                    page.goto(path, wait_until="load")
+                    samples.append(time.perf_counter() - began)
+                medians.append(statistics.median(samples))
+            chromium.close()
+        return medians
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def main() -> None:
+    """Build the runs, time the pages, print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=50_000)
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=15)
+    default_browser = os.environ.get("GOVERNANCE_TEST_BROWSER") or (
+        "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else ""
+    )
+    parser.add_argument("--browser", default=default_browser)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        gov = Governance.open(Path(folder) / "bench.db")
+        boot = gov.bootstrap()
+        session = gov.session(boot.token)
+        agent = session.details("agents/create", {"name": "bench agent"})
+        began = time.perf_counter()
+        large = build_run(gov, session, agent["id"], args.spans, args.steps)
+        built = time.perf_counter() - began
+        small = build_run(gov, session, agent["id"], 10, 2)
+        print(f"built a run of {args.spans:,} spans in {built:.1f} s")
+
+        client = falcon.testing.TestClient(create_app(gov))
+        sign_in = client.simulate_get("/sign-in")
+        csrf = sign_in.cookies["governance_sign_in"].value
+        token = CSRF.search(sign_in.text)
+        assert token is not None
+        signed = client.simulate_post(
+            "/sign-in", body=f"csrf_token={token.group(1)}&token={boot.token}",
+            headers={"Content-Type": "application/x-www-form-urlencoded",
+                     "Cookie": f"governance_sign_in={csrf}"},
+        )
+        cookie = f"governance_session={signed.cookies['governance_session'].value}"
+        page = client.simulate_get(f"/runs/{large}", headers={"Cookie": cookie}).text
+        first_step = re.search(r"parent=([0-9a-z]{32})", page)
+        assert first_step is not None
+        last_offset = (args.steps - 1) // 100 * 100
+
+        small_page = timed(client, cookie, f"/runs/{small}", args.repeat)
+        large_page = timed(client, cookie, f"/runs/{large}", args.repeat)
+        children = timed(client, cookie,
+                         f"/runs/{large}/spans?parent={first_step.group(1)}&fragment=1",
+                         args.repeat)
+        deepest = timed(client, cookie, f"/runs/{large}/spans?offset={last_offset}&fragment=1",
+                        args.repeat)
+        print(f"run page, 10 spans:                {small_page * 1000:8.1f} ms")
+        print(f"run page, {args.spans:,} spans:          {large_page * 1000:8.1f} ms")
+        print(f"expand a step ({args.spans // args.steps - 1} children):     "
+              f"{children * 1000:8.1f} ms")
+        print(f"top level, page at offset {last_offset}:    {deepest * 1000:8.1f} ms")
+        print(f"ratio large/small run page: {large_page / small_page:.2f}")
+        if args.browser:
+            small_open, large_open = browser_loads(
+                Path(folder) / "bench.db", boot.token, [f"/runs/{small}", f"/runs/{large}"],
+                args.browser, max(3, args.repeat // 3),
+            )
+            print(f"Chromium opens the 10-span run page in     {small_open * 1000:8.1f} ms")
+            print(f"Chromium opens the {args.spans:,}-span run page in {large_open * 1000:8.1f} ms")
+            print(f"ratio large/small in the browser: {large_open / small_open:.2f}")
+        gov.close()
+
+
+if __name__ == "__main__":
+    main()

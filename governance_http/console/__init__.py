@@ -1,0 +1,29 @@
+"""The web console, served by the API's app at ``/``: pages rendered on the server.
+
+It holds no business rule: every page reads and acts through the core operations as the
+signed-in caller (see :mod:`governance_http.console.web`). Static files (one stylesheet, one
+script, no library) are served from ``/static/console``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import falcon
+
+from governance_core.service import Governance
+from governance_http.console.pages import routes
+from governance_http.console.web import Console
+
+__all__ = ["STATIC_PREFIX", "mount_console"]
+
+STATIC_PREFIX = "/static/console"
+"""Where the console's stylesheet and script are served."""
+
+
+def mount_console(app: falcon.App[falcon.Request, falcon.Response], governance: Governance) -> None:
+    """Add the console's pages and static files to ``app``."""
+    console = Console(governance)
+    for path, resource in routes(console):
+        app.add_route(path, resource)
+    app.add_static_route(STATIC_PREFIX, str(Path(__file__).parent / "static"))
