@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from governance_core.errors import FieldErrors, GovernanceError
+from governance_core.errors import FieldErrors, GovernanceError, WriteConflict
 from governance_core.idempotency import KEY_MAX, KEY_MIN
 from governance_core.registry import REGISTRY
 
@@ -72,6 +72,9 @@ def run_bulk(params: Mapping[str, Any], run_item: RunItem) -> dict[str, Any]:
         item_params = {k: v for k, v in item.items() if k != "_type"}
         try:
             outputs[key] = run_item(item["_type"], item_params, key)
+        except WriteConflict:
+            # Not the item's answer: the whole request is re-run, its done items replayed.
+            raise
         except GovernanceError as error:
             outputs[key] = error.to_payload()
             break

@@ -6,11 +6,14 @@ runs operations from the registry with scope checks, idempotency and one transac
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -20,19 +23,31 @@ from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
 from governance_core.encryption import cipher_from_key
-from governance_core.errors import BadAuthToken, NotAuthenticated, NotFound, NotPermitted
+from governance_core.errors import (
+    BadAuthToken,
+    NotAuthenticated,
+    NotFound,
+    NotPermitted,
+    WriteConflict,
+)
 from governance_core.fields import Fields
 from governance_core.idempotency import find_replay, fingerprint, remember, resolve_key
 from governance_core.ids import IdFactory
 from governance_core.recording import Run
 from governance_core.registry import REGISTRY, Config, Context, Operation, Principal
 from governance_core.rules.cost import load_catalogue
+from governance_core.storage import open_store
 from governance_core.storage.protocol import Filter, Store
 from governance_core.storage.sqlite import SQLiteStore
 
-__all__ = ["Bootstrap", "Governance", "Session"]
+__all__ = ["WRITE_ATTEMPTS", "Bootstrap", "Governance", "Session"]
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+WRITE_ATTEMPTS = 8
+"""How many times a write operation runs before a :class:`WriteConflict` is let through."""
+_BACKOFF_SECONDS = 0.002
+
+_T = TypeVar("_T")
 
 
 @attrs.frozen
@@ -50,8 +65,9 @@ class Bootstrap:
 class Governance:
     """The library's facade over one store.
 
-    ``Governance.open(path)`` opens (or creates) a SQLite store; ``Governance(store=...,
-    clock=..., ids=...)`` injects every part, for tests and for other adapters.
+    ``Governance.open(location)`` opens (or creates) the store a path or URL names;
+    ``Governance(store=..., clock=..., ids=...)`` injects every part, for tests and for other
+    adapters.
     """
 
     def __init__(
@@ -66,17 +82,21 @@ class Governance:
         self.clock = clock
         self.ids = ids or IdFactory()
         self.config = config or Config()
+        self._writing = threading.local()
 
     @classmethod
     def open(
         cls,
-        path: str | Path,
+        location: str | Path,
         *,
         encryption_key: str | None = None,
         price_overrides: Mapping[str, Any] | str | Path | None = None,
         **parts: Any,
     ) -> Governance:
-        """A facade over the SQLite store at ``path`` (``":memory:"`` allowed).
+        """A facade over the store at ``location``: a path or URL (see ``open_store``).
+
+        A file path, ``":memory:"`` or ``sqlite:///path`` is SQLite; ``postgresql://...`` is
+        PostgreSQL (:func:`~governance_core.storage.open_store`).
 
         ``encryption_key`` (a Fernet key from :func:`governance_core.encryption.generate_key`,
         or several separated by commas, the first encrypting) encrypts sensitive values at
@@ -90,7 +110,7 @@ class Governance:
             config = attrs.evolve(config, cipher=cipher_from_key(encryption_key))
         if price_overrides is not None:
             config = attrs.evolve(config, pricing=load_catalogue(price_overrides))
-        return cls(SQLiteStore(path), config=config, **parts)
+        return cls(open_store(location), config=config, **parts)
 
     def close(self) -> None:
         """Close the store."""
@@ -132,7 +152,7 @@ class Governance:
             raise BadAuthToken()
         last_used = record.get("last_used_at")
         if last_used is None or now - parse_timestamp(last_used) >= LAST_USED_RESOLUTION:
-            self._record_use(record["id"], record.get("admin_user_id"), now)
+            self._retrying(lambda: self._record_use(record["id"], record.get("admin_user_id"), now))
         return Principal(
             account_id=record["account_id"],
             partition=account["partition"],
@@ -192,10 +212,32 @@ class Governance:
             principal = self.authenticate(token)
         if operation == BULK:
             assert principal is not None
-            return self._bulk(principal, params or {})
+            bulk_principal = principal
+            return self._retrying(lambda: self._bulk(bulk_principal, params or {}))
         assert op is not None
         key = resolve_key(params, idempotency_keys)
         return self._run(op, principal, params or {}, key)
+
+    def _retrying(self, write: Callable[[], _T]) -> _T:
+        """Run ``write``, again after a short jittered pause each time it raises WriteConflict.
+
+        A conflict rolled the whole transaction back, so running it again is safe; after
+        :data:`WRITE_ATTEMPTS` runs it is raised (``temporarily_unavailable``). A write nested
+        in another (a bulk item) is not re-run alone: its transaction is the outer one's, which
+        is re-run whole.
+        """
+        if getattr(self._writing, "active", False):
+            return write()
+        self._writing.active = True
+        try:
+            for attempt in range(1, WRITE_ATTEMPTS):
+                try:
+                    return write()
+                except WriteConflict:
+                    time.sleep(random.uniform(0, _BACKOFF_SECONDS * 2**attempt))
+            return write()
+        finally:
+            self._writing.active = False
 
     def _bulk(self, principal: Principal, params: Mapping[str, Any]) -> dict[str, Any]:
         def run_item(name: str, item: dict[str, Any], key: str) -> dict[str, Any]:
@@ -212,9 +254,19 @@ class Governance:
     ) -> dict[str, Any]:
         if principal is not None and principal.scope not in op.scopes:
             raise NotPermitted(f"a {principal.scope} token may not call {op.name}")
-        ctx = self.context(principal)
         if not op.write:
-            return op.handler(ctx, Fields(params))
+            return op.handler(self.context(principal), Fields(params))
+        return self._retrying(lambda: self._write(op, principal, params, key))
+
+    def _write(
+        self,
+        op: Operation,
+        principal: Principal | None,
+        params: Mapping[str, Any],
+        key: str | None,
+    ) -> dict[str, Any]:
+        """Run a write operation in one transaction, replaying a known idempotency key."""
+        ctx = self.context(principal)
         with self.store.transaction():
             if key is None or principal is None:
                 return op.handler(ctx, Fields(params))
@@ -249,14 +301,16 @@ class Governance:
         """
         from governance_core.operations.accounts import create_account
 
-        with self.store.transaction():
-            made = create_account(
-                self.context(None),
-                account_name=account_name,
-                admin_email=admin_email,
-                admin_name=admin_name,
-            )
-        return Bootstrap(**made)
+        def create() -> dict[str, Any]:
+            with self.store.transaction():
+                return create_account(
+                    self.context(None),
+                    account_name=account_name,
+                    admin_email=admin_email,
+                    admin_name=admin_name,
+                )
+
+        return Bootstrap(**self._retrying(create))
 
 
 class Session(AccountOperations):

@@ -6,8 +6,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from governance_core.storage import MemoryStore, SQLiteStore, Store
+from governance_core.storage import Filter, MemoryStore, SQLiteStore, Store
 from governance_core.testing import StoreContract
+from tests.stores import shared_slots
 
 
 class TestMemoryStore(StoreContract):
@@ -28,3 +29,39 @@ class TestSQLiteFile(StoreContract):
     def teardown_method(self, method: object = None) -> None:
         super().teardown_method(method)
         shutil.rmtree(self.directory)
+
+
+class TestPostgresStore(StoreContract):
+    """Needs $GOVERNANCE_TEST_POSTGRES_URL; each test gets an emptied schema of one database."""
+
+    def make_store(self) -> Store:
+        return shared_slots().store()
+
+    def teardown_method(self, method: object = None) -> None:
+        # The slot closes its store when it is handed out again.
+        pass
+
+    def test_nested_transactions_join_outer(self) -> None:
+        """Nested blocks are savepoints: an inner error caught outside undoes the inner block."""
+        with self.store.transaction():
+            self.store.put("teams", {"id": "outer"})
+            try:
+                with self.store.transaction():
+                    self.store.put("teams", {"id": "inner"})
+                    self.store.delete("teams", "outer")
+                    raise KeyError("inner")
+            except KeyError:
+                pass
+            with self.store.transaction():
+                self.store.put("teams", {"id": "kept", "name": "k"})
+        assert self.query_ids("teams") == ["kept", "outer"]
+        assert self.store.count("teams", [Filter("name", "eq", "k")]) == 1
+        try:
+            with self.store.transaction():
+                self.store.put("teams", {"id": "gone"})
+                with self.store.transaction():
+                    self.store.put("teams", {"id": "gone2"})
+                raise KeyError("outer")
+        except KeyError:
+            pass
+        assert self.query_ids("teams") == ["kept", "outer"]
