@@ -333,10 +333,10 @@ def _where(table: str, filters: Sequence[Filter]) -> tuple[str, list[Any]]:
 
 
 def _order(key: SortKey) -> str:
-    text = f'"{key.field}" {"DESC" if key.descending else "ASC"}'
-    if key.nulls != "auto":
-        text += f" NULLS {key.nulls.upper()}"
-    return text
+    # Under ``auto`` nulls sort lowest, as in the other adapters (so a list answers alike on
+    # every store) and as the indexes are built, so both directions can scan an index.
+    nulls = key.nulls if key.nulls != "auto" else ("last" if key.descending else "first")
+    return f'"{key.field}" {"DESC" if key.descending else "ASC"} NULLS {nulls.upper()}'
 
 
 # -- the schema ------------------------------------------------------------------------------
@@ -416,7 +416,11 @@ def _migrate_table(
         if index_name not in indexes:
             conn.execute(
                 sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
-                    sql.Identifier(index_name), name, sql.SQL(", ").join(map(sql.Identifier, index))
+                    sql.Identifier(index_name),
+                    name,
+                    sql.SQL(", ").join(
+                        sql.SQL("{} NULLS FIRST").format(sql.Identifier(c)) for c in index
+                    ),
                 )
             )
 
