@@ -56,7 +56,7 @@ def open_governance(db: str | Path) -> Governance:
 
 
 def wsgi_app() -> falcon.App[falcon.Request, falcon.Response]:
-    """Build the app over the SQLite store named by ``$GOVERNANCE_DB`` (``governance.db``).
+    """Build the app over the store named by ``$GOVERNANCE_DB`` (``governance.db``): a path or URL.
 
     Servers call this factory once per process: ``gunicorn
     'governance_http.serving:wsgi_app()'`` or ``waitress-serve --call
@@ -78,14 +78,18 @@ def serve(
     workers: int | None = None,
     threads: int = DEFAULT_THREADS,
 ) -> None:
-    """Serve the API from the SQLite store ``db`` until interrupted, with granian.
+    """Serve the API from the store ``db`` (a SQLite path or a URL) until interrupted.
 
     Granian was measured fastest of the WSGI servers tried (``benchmarks/serve_bench.py``).
     Each of its ``workers`` processes (default: one per CPU) builds the app through
     :func:`wsgi_app`, so each opens its own connections to the store, and answers requests
     from ``threads`` threads.
     """
-    os.environ[DB_ENVIRONMENT_VARIABLE] = str(Path(db).resolve())
+    location = str(db)
+    # A URL passes through as given; a file path is made absolute for the workers.
+    os.environ[DB_ENVIRONMENT_VARIABLE] = location if "://" in location else str(
+        Path(location).resolve()
+    )
     Granian(
         f"{__name__}:wsgi_app",
         address=host,
