@@ -98,15 +98,21 @@ def baseline_rate(url: str, spans: int, connections: int = 1) -> float:
 
     def insert(first: int) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
+            for number in range(-first - 1, -first - 21, -1):  # warm up, untimed rows
+                conn.execute("INSERT INTO spans VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                             (f"warm-{number}", "warm", "{}"))
+            ready.wait()
             for number in range(first, spans, connections):
                 text = json.dumps(span_body(f"instance-{first}", number))
                 conn.execute("INSERT INTO spans VALUES (%s, %s, %s)",
                              (f"span-{number}", f"instance-{first}", text))
 
+    ready = threading.Barrier(connections + 1)
     threads = [threading.Thread(target=insert, args=(n,)) for n in range(connections)]
-    started = time.perf_counter()
     for thread in threads:
         thread.start()
+    ready.wait()
+    started = time.perf_counter()
     for thread in threads:
         thread.join()
     return spans / (time.perf_counter() - started)
