@@ -95,28 +95,32 @@ class PostgresStore:
             raise ValueError(f"lock_timeout_ms must be an integer, not {lock_timeout_ms!r}")
         if lock_timeout_ms < 0:
             raise ValueError(f"lock_timeout_ms must be 0 or more, not {lock_timeout_ms}")
-        conninfo, sizes = _split_url(url)
+        conninfo, pool = _split_url(url)
         self.lock_timeout_ms = lock_timeout_ms
         self._local = threading.local()
         self._statements = {table.name: _Statements(table) for table in TABLES.values()}
+        # One connection of its own first: an unreachable server or a missing database is
+        # reported with the driver's reason, and the schema is migrated before any pooling.
+        try:
+            with psycopg.connect(conninfo, autocommit=True) as conn:
+                _migrate(conn)
+        except psycopg.OperationalError as error:
+            raise TemporarilyUnavailable(
+                f"the database cannot be reached: {str(error).strip()}",
+                retry_after_ms=RETRY_AFTER_MS,
+            ) from error
         self._pool = ConnectionPool(
             conninfo,
-            min_size=int(sizes.get("pool_min_size", 1)),
-            max_size=int(sizes.get("pool_max_size", POOL_MAX_SIZE)),
-            timeout=float(sizes.get("pool_timeout", 5)),
+            min_size=int(pool.get("pool_min_size", 1)),
+            max_size=int(pool.get("pool_max_size", POOL_MAX_SIZE)),
+            timeout=pool.get("pool_timeout", 5.0),
             kwargs={"autocommit": True},
             configure=self._configure,
             open=False,
             name="governance",
         )
         with _translated():
-            self._pool.open(wait=True, timeout=float(sizes.get("pool_timeout", 5)))
-        try:
-            with self._borrow() as conn:
-                _migrate(conn)
-        except BaseException:
-            self._pool.close()
-            raise
+            self._pool.open(wait=True, timeout=pool.get("pool_timeout", 5.0))
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(f"SET lock_timeout = {int(self.lock_timeout_ms)}")
@@ -277,16 +281,24 @@ def _translated() -> Iterator[None]:
         ) from error
 
 
-def _split_url(url: str) -> tuple[str, dict[str, str]]:
+def _split_url(url: str) -> tuple[str, dict[str, float]]:
     """The URL without the store's own query parameters, and those parameters."""
     if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
         raise ValueError(f"a PostgreSQL store needs a postgresql:// URL, not {url!r}")
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    ours = {name: value for name, value in query if name in _POOL_PARAMETERS}
-    for name, value in ours.items():
-        if not value.replace(".", "", 1).isdigit() or float(value) <= 0:
-            raise ValueError(f"{name} in the database URL must be a positive number")
+    ours: dict[str, float] = {}
+    for name, text in query:
+        if name not in _POOL_PARAMETERS:
+            continue
+        try:
+            value = float(text) if name == "pool_timeout" else int(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            kind = "number of seconds" if name == "pool_timeout" else "whole number"
+            raise ValueError(f"{name} in the database URL must be a positive {kind}, not {text!r}")
+        ours[name] = value
     rest = [(name, value) for name, value in query if name not in _POOL_PARAMETERS]
     return urlunsplit(parts._replace(query=urlencode(rest))), ours
 
@@ -354,7 +366,6 @@ def _migrate(conn: psycopg.Connection[Any]) -> None:
         with conn.transaction():
             _migrate_schema(conn)
     finally:
-        conn.isolation_level = IsolationLevel.SERIALIZABLE
         conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
 
 

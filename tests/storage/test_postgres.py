@@ -170,9 +170,14 @@ def test_a_url_opens_postgres_and_pool_parameters_stay_out_of_the_connection(url
         assert ("gov-test",) in names
     finally:
         store.close()
-    for bad in ("pool_max_size=0", "pool_max_size=many"):
-        with pytest.raises(ValueError, match="pool_max_size"):
+    for bad in ("pool_max_size=0", "pool_max_size=many", "pool_min_size=1.5", "pool_timeout=-1"):
+        with pytest.raises(ValueError, match=bad.partition("=")[0]):
             open_store(f"{url}?{bad}")
+
+
+def test_an_unreachable_database_is_temporarily_unavailable_with_the_reason(url: str) -> None:
+    with pytest.raises(TemporarilyUnavailable, match=r"cannot be reached.*does not exist"):
+        open_store(url.rsplit("/", 1)[0] + "/no_such_database_here")
 
 
 # -- driver errors ----------------------------------------------------------------------------
