@@ -30,7 +30,7 @@ from governance_core.service import Governance
 from governance_core.storage import Filter, Store, open_store
 from tests.core.runs import account_caller, make_agent
 from tests.core.span_world import register_run
-from tests.stores import scratch_database
+from tests.stores import scratch_schema
 
 pytestmark = pytest.mark.slow
 
@@ -176,7 +176,7 @@ class World:
 
 @pytest.fixture
 def world() -> Iterator[World]:
-    with scratch_database("governance_nodes") as url:
+    with scratch_schema("nodes") as url:
         gov = Governance.open(url)
         try:
             boot = gov.bootstrap()

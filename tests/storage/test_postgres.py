@@ -1,6 +1,6 @@
 """What the PostgreSQL adapter adds to the contract: its schema, migrations, driver errors, secrets.
 
-Needs $GOVERNANCE_TEST_POSTGRES_URL; each test that needs an empty database makes its own.
+Needs $GOVERNANCE_TEST_POSTGRES_URL; each test works in an empty schema of its own.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from governance_core.storage import Filter, SortKey, open_store
 from governance_core.storage.schema import SCHEMA_VERSION, TABLES
 from tests.core.insight_world import insight_world
 from tests.core.test_sensitive_values import PAYLOAD, SSN, show_span, write_sensitive_run
-from tests.stores import scratch_database, server_url
+from tests.stores import scratch_schema, server_url, with_query
 
 
 def _psycopg() -> Any:
@@ -35,8 +35,8 @@ def _psycopg() -> Any:
 
 @pytest.fixture
 def url() -> Iterator[str]:
-    """The URL of a new, empty database, dropped afterwards."""
-    with scratch_database("governance_pg") as made:
+    """A URL whose connections use a new, empty schema, dropped afterwards."""
+    with scratch_schema("adapter") as made:
         yield made
 
 
@@ -57,7 +57,7 @@ def test_every_declared_field_is_a_typed_indexed_column(url: str) -> None:
         for table in TABLES.values():
             columns = dict(raw.execute(
                 "SELECT column_name, data_type FROM information_schema.columns"
-                " WHERE table_name = %s", (table.name,)
+                " WHERE table_schema = current_schema() AND table_name = %s", (table.name,)
             ).fetchall())
             expected = {"id": "text", "data": "json"}
             kinds = {"text": "text", "integer": "bigint", "real": "double precision"}
@@ -65,8 +65,9 @@ def test_every_declared_field_is_a_typed_indexed_column(url: str) -> None:
             assert columns == expected
             collations = {
                 name for (name,) in raw.execute(
-                    "SELECT collation_name FROM information_schema.columns"
-                    " WHERE table_name = %s AND data_type = 'text'", (table.name,)
+                    "SELECT collation_name FROM information_schema.columns WHERE"
+                    " table_schema = current_schema() AND table_name = %s AND data_type = 'text'",
+                    (table.name,),
                 )
             }
             assert collations == {"C"}
@@ -108,11 +109,13 @@ def test_processes_opening_an_empty_database_together_migrate_it_once(url: str) 
     with _raw(url) as raw:
         # One transaction created every table: the others found the schema made.
         creators = raw.execute(
-            "SELECT count(DISTINCT xmin::text) FROM pg_class WHERE relname = ANY(%s)",
+            "SELECT count(DISTINCT xmin::text) FROM pg_class"
+            " WHERE relnamespace = current_schema()::regnamespace AND relname = ANY(%s)",
             (list(TABLES),),
         ).fetchone()
         tables = raw.execute(
-            "SELECT count(*) FROM pg_tables WHERE tablename = ANY(%s)", (list(TABLES),)
+            "SELECT count(*) FROM pg_tables"
+            " WHERE schemaname = current_schema() AND tablename = ANY(%s)", (list(TABLES),)
         ).fetchone()
     assert creators == (1,)
     assert tables == (len(TABLES),)
@@ -159,7 +162,8 @@ def test_a_newer_schema_is_refused(url: str) -> None:
 
 # -- locations --------------------------------------------------------------------------------
 def test_a_url_opens_postgres_and_pool_parameters_stay_out_of_the_connection(url: str) -> None:
-    store = open_store(f"{url}?pool_max_size=2&pool_min_size=1&application_name=gov-test")
+    store = open_store(with_query(url, pool_max_size="2", pool_min_size="1",
+                                  application_name="gov-test"))
     try:
         assert type(store).__name__ == "PostgresStore"
         store.put("teams", {"id": "t1"})
@@ -170,9 +174,10 @@ def test_a_url_opens_postgres_and_pool_parameters_stay_out_of_the_connection(url
         assert ("gov-test",) in names
     finally:
         store.close()
-    for bad in ("pool_max_size=0", "pool_max_size=many", "pool_min_size=1.5", "pool_timeout=-1"):
-        with pytest.raises(ValueError, match=bad.partition("=")[0]):
-            open_store(f"{url}?{bad}")
+    for name, bad in (("pool_max_size", "0"), ("pool_max_size", "many"),
+                      ("pool_min_size", "1.5"), ("pool_timeout", "-1")):
+        with pytest.raises(ValueError, match=name):
+            open_store(with_query(url, **{name: bad}))
 
 
 def test_an_unreachable_database_is_temporarily_unavailable_with_the_reason(url: str) -> None:
@@ -215,6 +220,7 @@ def test_a_held_lock_past_the_lock_timeout_is_temporarily_unavailable(url: str) 
 
 
 def test_a_lost_connection_is_temporarily_unavailable_and_the_store_recovers(url: str) -> None:
+    url = with_query(url, application_name="gov-lost-connection")
     store = _open(url)
     try:
         store.put("teams", {"id": "t1"})
@@ -223,7 +229,7 @@ def test_a_lost_connection_is_temporarily_unavailable_and_the_store_recovers(url
             with _raw(url) as other:
                 other.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    " WHERE application_name = 'gov-lost-connection' AND pid <> pg_backend_pid()"
                 )
             store.put("teams", {"id": "t3"})
         for _ in range(3):  # the pool may still hold connections the server ended
