@@ -9,11 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from governance_core.rules.templates import (
+    JINJA_MARKER,
     MAX_OUTPUT_CHARS,
     MAX_TEMPLATE_CHARS,
     check_template,
-    liquid_to_jinja,
     render_template,
+    syntax_of,
 )
 
 CONTEXT: dict[str, Any] = {
@@ -31,6 +32,34 @@ CONTEXT: dict[str, Any] = {
 
 def render(template: str, context: dict[str, Any] | None = None) -> str | None:
     return render_template(template, CONTEXT if context is None else context)
+
+
+def jinja(template: str) -> str:
+    """Mark a template as Jinja2."""
+    return JINJA_MARKER + template
+
+
+@pytest.mark.parametrize(
+    ("template", "syntax"),
+    [
+        ("{{ name }}", "liquid"),
+        ("{# jinja #}{{ name }}", "jinja"),
+        ("{#- jinja -#}\n{{ name }}", "jinja"),
+        ("{#jinja#}{{ name }}", "jinja"),
+        (" {# jinja #}{{ name }}", "liquid"),
+        ("{{ name }}{# jinja #}", "liquid"),
+        ("{# jinja2 #}{{ name }}", "liquid"),
+    ],
+)
+def test_a_template_is_liquid_unless_it_starts_with_the_jinja_comment(
+    template: str, syntax: str
+) -> None:
+    assert syntax_of(template) == syntax
+
+
+def test_the_marker_renders_as_nothing() -> None:
+    assert render(jinja("{{ name }}")) == "Ada"
+    assert render("{#- jinja -#}\n  {{ name }}") == "Ada"
 
 
 # --------------------------------------------------------------------------- Liquid
@@ -100,6 +129,33 @@ def test_liquid(template: str, expected: str) -> None:
 @pytest.mark.parametrize(
     ("template", "expected"),
     [
+        ("{% if n %}if{% else %}else{% endif %}", "if"),
+        ("{% if empty_text %}if{% else %}else{% endif %}", "if"),
+        ("{% if customer.ssn %}if{% else %}else{% endif %}", "else"),
+        ("{% if flag %}if{% else %}else{% endif %}", "else"),
+        ("{% unless n %}unless{% else %}else{% endunless %}", "else"),
+        ("{% if n and empty_text %}both{% endif %}", "both"),
+        ("{{ n | default: 'x' }}", "0"),
+    ],
+)
+def test_liquid_truthiness_only_nil_and_false_are_false(template: str, expected: str) -> None:
+    assert render(template, {**CONTEXT, "n": 0}) == expected
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("{% if n %}if{% else %}else{% endif %}", "else"),
+        ("{% if empty_text %}if{% else %}else{% endif %}", "else"),
+    ],
+)
+def test_jinja_truthiness_is_jinjas(template: str, expected: str) -> None:
+    assert render(jinja(template), {**CONTEXT, "n": 0}) == expected
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
         ("{{ missing }}|{{ missing.deeper.still }}|{{ customer.ssn }}", "||"),
         ("{{ flag }} {{ true }}", "false true"),
         ("{{ customer.tags }}", '["vip", "new"]'),
@@ -131,7 +187,7 @@ def test_missing_values_nulls_and_json(template: str, expected: str) -> None:
     ],
 )
 def test_jinja_still_works(template: str, expected: str) -> None:
-    assert render(template) == expected
+    assert render(jinja(template)) == expected
 
 
 def test_payload_keys_win_over_dict_methods() -> None:
@@ -140,12 +196,11 @@ def test_payload_keys_win_over_dict_methods() -> None:
     assert render("{{ data.keys }}-{{ data.values | size }}", data) == "1-0"
 
 
-def test_translation_leaves_strings_alone() -> None:
-    assert liquid_to_jinja('{{ "a | b: c" | default: "x | y" }}') == (
-        '{{ "a | b: c" | default("x | y") }}'
-    )
-    assert render('{{ "}}" }}{{ "%}" }}') == "}}%}"
-    assert liquid_to_jinja("{% if x == nil %}{% endif %}") == "{% if x == none %}{% endif %}"
+def test_strings_are_left_alone() -> None:
+    assert render('{{ "a | b: c" | default: "x | y" }}') == "a | b: c"
+    assert render('{{ missing | default: "x | y" }}{{ "%}" }}') == "x | y%}"
+    assert render(jinja('{{ "}}" }}{{ "%}" }}')) == "}}%}"
+    assert render("{% if x == nil %}nil{% endif %}") == "nil"
 
 
 @pytest.mark.parametrize(
@@ -243,7 +298,9 @@ def fast() -> Iterator[None]:
     ],
 )
 def test_sandbox_escapes_fail_safely(template: str) -> None:
-    assert render_template(template, BIG) is None
+    assert render_template(jinja(template), BIG) is None
+    # Liquid reads keys and indexes only: the same text renders nothing or is invalid.
+    assert render_template(template, BIG) in (None, "")
 
 
 @pytest.mark.usefixtures("fast")
@@ -251,7 +308,6 @@ def test_sandbox_escapes_fail_safely(template: str) -> None:
     "template",
     [
         "{% for i in range(10**9) %}{% endfor %}",
-        "{% for i in (1..1000000000) %}{% endfor %}",
         "{% for a in range(10000) %}{% for b in range(10000) %}{% endfor %}{% endfor %}",
         "{% for a in xs %}{% for b in xs %}{% for c in xs %}{% endfor %}{% endfor %}{% endfor %}",
         "{% for a in xs %}{% for b in xs if false %}{% endfor %}{% endfor %}",
@@ -265,6 +321,25 @@ def test_sandbox_escapes_fail_safely(template: str) -> None:
     ],
 )
 def test_runaway_loops_end_quickly(template: str) -> None:
+    assert render_template(jinja(template), BIG) is None
+
+
+@pytest.mark.usefixtures("fast")
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for i in (1..1000000000) %}{% endfor %}",
+        "{% for a in (1..10000) %}{% for b in (1..10000) %}{% endfor %}{% endfor %}",
+        "{% for a in xs %}{% for b in xs %}{% for c in xs %}{% endfor %}{% endfor %}{% endfor %}",
+        "{% for a in pairs %}{% for b in pairs %}{{ '' }}{% endfor %}{% endfor %}",
+        "{% for a in (1..10000) %}{% endfor %}" * 400,
+        "{% for a in (1..10000) %}{% tablerow b in xs %}{% endtablerow %}{% endfor %}",
+        "{% for a in (1..10000) %}{{ pairs | sort | first }}{% endfor %}",
+        "{% for a in (1..10000) %}{{ pairs | size }}{% endfor %}",
+        "{{ (1..1000000000) | join }}",
+    ],
+)
+def test_runaway_liquid_loops_end_quickly(template: str) -> None:
     assert render_template(template, BIG) is None
 
 
@@ -281,8 +356,6 @@ def test_runaway_loops_end_quickly(template: str) -> None:
         "{% endfor %}{{ ns.s | length }}",
         "{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
         "{% set ns.s = [ns.s, ns.s] | join('') %}{% endfor %}{{ ns.s | length }}",
-        "{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
-        "{% set ns.s = ns.s | append: ns.s %}{% endfor %}{{ ns.s | size }}",
         "{{ ([text] * 1000) | join(',') }}",
         "{{ [text] * 1000 }}",
         "{{ ([text] * 1000) | lower }}",
@@ -292,6 +365,26 @@ def test_runaway_loops_end_quickly(template: str) -> None:
     ],
 )
 def test_huge_values_end_quickly(template: str) -> None:
+    assert render_template(jinja(template), BIG) is None
+
+
+@pytest.mark.usefixtures("fast")
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% assign s = 'ab' %}{% for i in (1..64) %}{% assign s = s | append: s %}{% endfor %}"
+        "{{ s | size }}",
+        "{% assign x = 3 %}{% for i in (1..64) %}{% assign x = x | times: x %}{% endfor %}"
+        "{{ x }}",
+        "{{ text | replace: '', text }}",
+        "{{ xs | join: text }}",
+        "{% capture s %}{% for a in (1..10000) %}{{ text }}{% endfor %}{% endcapture %}"
+        "{{ s | size }}",
+        "{% for i in (1..10000) %}{% assign y = text | append: text %}{% endfor %}",
+        "{% for i in (1..10000) %}{% assign y = text | split: '' %}{% endfor %}",
+    ],
+)
+def test_huge_liquid_values_end_quickly(template: str) -> None:
     assert render_template(template, BIG) is None
 
 
@@ -306,6 +399,24 @@ def test_huge_values_end_quickly(template: str) -> None:
     ],
 )
 def test_huge_output_is_capped(template: str) -> None:
+    output = render_template(jinja(template), BIG)
+    assert output is not None
+    assert len(output) == MAX_OUTPUT_CHARS
+    assert output.endswith("\u2026")
+
+
+@pytest.mark.usefixtures("fast")
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for a in (1..100) %}{% for b in (1..100) %}ab{% endfor %}{% endfor %}",
+        "{% for i in (1..10000) %}{{ text }}{% endfor %}",
+        "{{ text }}",
+        "{% for p in pairs %}{{ p }}{% endfor %}",
+        "{% capture s %}{{ text | truncate: 100000 }}{% endcapture %}{{ s }}",
+    ],
+)
+def test_huge_liquid_output_is_capped(template: str) -> None:
     output = render_template(template, BIG)
     assert output is not None
     assert len(output) == MAX_OUTPUT_CHARS
