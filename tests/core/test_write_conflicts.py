@@ -76,17 +76,38 @@ def test_a_write_that_keeps_conflicting_surfaces_as_temporarily_unavailable(
     assert store.query("teams") == []
 
 
-def test_a_bulk_request_is_run_again_whole_and_its_done_items_replayed(
-    admin: tuple[Governance, Principal], store: CollidingStore
-) -> None:
-    gov, principal = admin
+class CollidingOnceStore(CollidingStore):
+    """Rolls back, once, the outermost transaction that writes a team named ``two``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.collisions = 0
+
+    def put(self, table: str, record: dict[str, Any]) -> None:
+        super().put(table, record)
+        if table == "teams" and record.get("name") == "two" and not self.collisions:
+            self.armed = True
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with super().transaction():
+            yield
+            if self.depth == 1 and self.armed:
+                self.armed = False
+                self.collisions += 1
+                raise WriteConflict()
+
+
+def test_a_bulk_request_is_run_again_whole_and_its_done_items_replayed() -> None:
+    store = CollidingOnceStore()
+    gov = Governance(store, clock=FixedClock(), ids=SeededIds(3))
+    principal = gov.as_account(gov.bootstrap().account_id).principal
     items = [
         {"_type": "teams/create", "idempotency_key": f"bulk-item-{n}", "details": {"name": n}}
         for n in ("one", "two", "three")
     ]
-    # The first item commits; the second collides; the request is run again from the start.
-    store.collide = {store.started + 2}
     out = gov.call("bulk", {"items": items}, principal=principal)
+    assert store.collisions == 1
     assert [o["status"] for o in out["outputs"].values()] == ["success"] * 3
     assert sorted(t["name"] for t in store.query("teams")) == ["one", "three", "two"]
-    assert store.started == min(store.collide) + 3
