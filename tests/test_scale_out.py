@@ -156,13 +156,14 @@ def _client(number: int, send: Send, runs: list[str], seconds: float) -> Tally:
 def _until_answered(
     send: Send, operation: str, params: dict[str, Any], tally: Tally
 ) -> tuple[int, Any]:
-    """Send, and send again with the same key while the answer is 503."""
-    while True:
+    """Send, and send again with the same key while the answer is 503 (100 times at most)."""
+    for _ in range(100):
         status, body = send(operation, params)
         tally.statuses[status] += 1
         if status != 503:
             return status, body
         time.sleep(min(body.get("retry_after_ms", 100), 200) / 1000 * random.random())
+    raise AssertionError(f"{operation} {params['idempotency_key']} answered 503 100 times")
 
 
 # -- the world and its recount ----------------------------------------------------------------
