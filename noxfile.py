@@ -18,7 +18,7 @@ PYTHON = "3.11"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Every test, with the HTTP extra installed."""
-    session.install("-e", ".[http,test,encryption,postgres]")
+    session.install("-e", ".[http,test,encryption,otel,postgres]")
     session.run("pytest", "-n", "2", *session.posargs)
 
 
@@ -57,18 +57,21 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typing(session: nox.Session) -> None:
     """mypy --strict over both packages."""
-    session.install("-e", ".[http,test,encryption,postgres]", "mypy>=1.10", "types-jsonschema")
+    session.install(
+        "-e", ".[http,test,encryption,otel,postgres]", "mypy>=1.10", "types-jsonschema"
+    )
     session.run("mypy", "--strict", "governance_core", "governance_http")
 
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """The benchmarks: each prints its figures and a ratio against a baseline run beside it."""
-    session.install("-e", ".[http,test,postgres]", "gunicorn", "waitress", "cheroot")
+    session.install("-e", ".[http,test,otel,postgres]", "gunicorn", "waitress", "cheroot")
     for script in (
         "benchmarks/storage_bench.py",
         "benchmarks/ingest_bench.py",
         "benchmarks/serve_bench.py",
+        "benchmarks/otlp_bench.py",
         "benchmarks/postgres_bench.py",
     ):
         session.run("python", script)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from functools import partial
+from importlib.util import find_spec
 
 import falcon
 import falcon.media
@@ -47,4 +48,8 @@ def create_app(
         app.add_route(path, OperationResource(governance, group, limits))
     app.add_route(f"{PREFIX}/ping", PingResource(governance))
     app.add_route(f"{PREFIX}/openapi.json", OpenApiResource(build_document(served, REGISTRY)))
+    if find_spec("opentelemetry.proto") is not None:  # the otel extra serves OTLP ingest
+        from governance_http.otlp import add_otlp_routes
+
+        add_otlp_routes(app, governance, limits)
     return app

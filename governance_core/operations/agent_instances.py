@@ -225,13 +225,17 @@ def list_instances(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent instances.
 
     Filters ``agent_id``, ``environment_id``, ``agent_deployment_id``, ``status``,
-    ``purpose``. An ingestion token sees its own agent and environment only.
+    ``purpose``, ``external_identifier``. An ingestion token sees its own agent and
+    environment only.
     """
     filters = equality_filters(
         fields,
         ids=("agent_id", "environment_id", "agent_deployment_id"),
         choices={"status": STATUSES, "purpose": PURPOSES},
     ) + reach_filters(ctx)
+    external_identifier = fields.str("external_identifier", max_length=REASON_MAX)
+    if external_identifier:
+        filters.append(Filter("external_identifier", "eq", external_identifier))
     rulesets = Rulesets(ctx)
     return list_response(
         ctx, fields, "agent_instances", sortable=SORTABLE, filters=filters,

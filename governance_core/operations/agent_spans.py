@@ -2,7 +2,8 @@
 
 Spans are never refused for arriving late or out of order (decisions 7): a span may come
 before its run's start (it starts a pending run), after its run's finish, or after its run's
-termination (then the response carries ``control``). Payloads are checked against the span
+termination (then the response carries ``control``), and before its parent (OpenTelemetry
+exports a child when it ends, before its parent has ended). Payloads are checked against the span
 type's schemas and the result is recorded on the span, never refused (decisions 13).
 """
 
@@ -17,8 +18,10 @@ from governance_core.converter import from_record, to_record
 from governance_core.envelopes import details_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
+from governance_core.ids import extract_partition
 from governance_core.models.agents import AgentSpan
 from governance_core.operations.common import (
+    KIND_TABLES,
     equality_filters,
     list_response,
     load_record,
@@ -177,6 +180,28 @@ def load_span(ctx: Context, span_id: object) -> Record:
     return record
 
 
+def _parent_to_come(ctx: Context, parent_id: str | None) -> bool:
+    """Whether ``parent_id`` names a parent that has not arrived yet.
+
+    That is a well-formed id of the caller's partition that no record holds: the child keeps
+    it, and is linked when a span with that id is created.
+    """
+    assert ctx.principal is not None
+    return (
+        parent_id is not None
+        and ctx.store.get("agent_spans", parent_id) is None
+        and extract_partition(parent_id) == ctx.principal.partition
+        and all(ctx.store.get(table, parent_id) is None for table in KIND_TABLES.values())
+    )
+
+
+def _named_by_another_run(ctx: Context, span_id: str, instance_id: str) -> bool:
+    """Whether spans of another run already name ``span_id`` as their parent to come."""
+    return bool(ctx.store.query("agent_spans", [
+        Filter("parent_span_id", "eq", span_id), Filter("agent_instance_id", "ne", instance_id),
+    ], limit=1))
+
+
 def _derived(
     entry: dict[str, Any] | None, payload: dict[str, Any], result: dict[str, Any] | None
 ) -> dict[str, Any]:
@@ -222,7 +247,10 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         )
     started_at = fields.timestamp("started_at") or ctx.now
     finished_at = fields.timestamp("finished_at")
-    parent = resolve_ref(ctx, fields, "parent_span_id", "agent_span", parent_id)
+    parent = (
+        None if _parent_to_come(ctx, parent_id)
+        else resolve_ref(ctx, fields, "parent_span_id", "agent_span", parent_id)
+    )
     same_run = parent is None or instance is None or parent["agent_instance_id"] == instance["id"]
     if not same_run:
         fields.errors.invalid("parent_span_id", "parent_span_id must name a span of the same run")
@@ -234,6 +262,10 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         finished_at = max(started_at, ctx.now)
     if finished_at is not None and finished_at < started_at:
         fields.errors.invalid("finished_at", "finished_at may not be before started_at")
+    if requested is not None and instance is not None and _named_by_another_run(
+        ctx, requested, instance["id"]
+    ):
+        fields.errors.invalid("id", "spans of another run already name this id as their parent")
     fields.done()
     assert instance is not None and schema_name is not None
     span_id = claim_id(ctx, requested)

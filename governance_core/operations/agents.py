@@ -122,8 +122,14 @@ def _read_text(fields: Fields, name: str, max_length: int) -> str | None:
 
 @operation("agents/list", write=False)
 def list_agents(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """List agents; filters ``team_id``, ``owner_person_id``, ``risk_profile_id``, ``status``."""
+    """List agents; filters ``team_id``, ``owner_person_id``, ``risk_profile_id``, ``status``.
+
+    Also ``external_identifier``.
+    """
     filters = equality_filters(fields, ids=[name for name, _ in REFERENCES])
+    external_identifier = fields.str("external_identifier", max_length=IDENTIFIER_MAX)
+    if external_identifier:
+        filters.append(Filter("external_identifier", "eq", external_identifier))
     status = fields.str("status", choices=AGENT_STATUSES)
     if status in ("active", "dormant"):
         filters.append(Filter("status", "eq", "active"))

@@ -1,0 +1,484 @@
+"""The mapping from OpenTelemetry spans to the library's records, as pure functions.
+
+Nothing here reads or writes a store: each function turns decoded spans
+(:mod:`governance_core.otel.model`) into the members of core operations. The table in
+``docs/opentelemetry.md`` describes the same mapping for users.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import attrs
+import pfid
+
+from governance_core.clock import format_timestamp
+from governance_core.otel.model import Event, Rejection, Span
+
+__all__ = [
+    "DEFAULT_SENSITIVE_ATTRIBUTES",
+    "DEFAULT_SPAN_TYPES",
+    "DEFAULT_VERSION",
+    "EVALUATION_EVENT",
+    "MappingSettings",
+    "RunTarget",
+    "TraceGroup",
+    "agent_version_member",
+    "derived_span_id",
+    "group_spans",
+    "is_root",
+    "quality_records",
+    "run_status",
+    "schema_name",
+    "span_members",
+    "timestamp",
+]
+
+DEFAULT_SENSITIVE_ATTRIBUTES: Final[tuple[str, ...]] = (
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.prompt",
+    "gen_ai.prompt.*",
+    "gen_ai.completion",
+    "gen_ai.completion.*",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "input.value",
+    "output.value",
+    "llm.input_messages.*",
+    "llm.output_messages.*",
+    "llm.prompts.*",
+    "llm.prompt_template.variables",
+    "retrieval.documents.*",
+    "reranker.input_documents.*",
+    "reranker.output_documents.*",
+    "reranker.query",
+    "embedding.embeddings.*",
+    "traceloop.entity.input",
+    "traceloop.entity.output",
+)
+"""Attributes that carry what a model or a tool was given or produced (messages, prompts,
+arguments, documents): stored as sensitive values, not in the payload. ``*`` matches any
+characters, dots included."""
+
+DEFAULT_VERSION: Final = "unversioned"
+"""The agent version's external identifier when the resource has no ``service.version``."""
+
+EVALUATION_EVENT: Final = "gen_ai.evaluation.result"
+"""The GenAI event whose occurrences become quality payloads."""
+
+FALLBACK_AGENT: Final = "unknown_service"
+"""The agent's external identifier when the resource names none (the SDK's own default)."""
+
+_RESULT_PREFIXES: Final = (
+    "gen_ai.response.",
+    "gen_ai.usage.",
+    "gen_ai.output.",
+    "gen_ai.completion",
+    "gen_ai.tool.call.result",
+    "gen_ai.evaluation.",
+    "output.",
+    "llm.output_messages.",
+    "llm.token_count.",
+    "retrieval.documents.",
+    "reranker.output_documents.",
+    "traceloop.entity.output",
+    "error.",
+    "exception.",
+)
+"""Attributes about what a span produced go to ``result_payload``; the rest to ``payload``."""
+
+_ALIASES: Final = (
+    # (source attribute, GenAI attribute it stands for); the GenAI name is what cost reads.
+    ("llm.token_count.prompt", "gen_ai.usage.input_tokens"),
+    ("llm.token_count.completion", "gen_ai.usage.output_tokens"),
+    ("llm.token_count.prompt_details.cache_read", "gen_ai.usage.cache_read.input_tokens"),
+    ("gen_ai.usage.prompt_tokens", "gen_ai.usage.input_tokens"),
+    ("gen_ai.usage.completion_tokens", "gen_ai.usage.output_tokens"),
+    ("llm.model_name", "gen_ai.request.model"),
+    ("gen_ai.response.model", "gen_ai.request.model"),
+    ("llm.provider", "gen_ai.provider.name"),
+    ("gen_ai.system", "gen_ai.provider.name"),
+    ("llm.system", "gen_ai.provider.name"),
+)
+
+_NAME_CHARACTERS = re.compile(r"[^a-z0-9_.\-]+")
+_NAME_MAX = 100
+
+_LLM_RISK: Final = {
+    "action_profile": {
+        "external_communication": "allowed",
+        "create_data": "disallowed",
+        "read_data": "disallowed",
+        "update_data": "disallowed",
+        "destroy_data": "disallowed",
+        "financial_transactions": "disallowed",
+    },
+}
+_RETRIEVAL_RISK: Final = {
+    "action_profile": {
+        "read_data": "allowed",
+        "create_data": "disallowed",
+        "update_data": "disallowed",
+        "destroy_data": "disallowed",
+        "financial_transactions": "disallowed",
+    },
+}
+
+_SPAN_KINDS: Final[tuple[tuple[str, str, Mapping[str, Any] | None], ...]] = (
+    # (schema name, title, data_risk); None declares nothing: every value unknown.
+    ("gen_ai:chat", "Chat completion", _LLM_RISK),
+    ("gen_ai:text_completion", "Text completion", _LLM_RISK),
+    ("gen_ai:generate_content", "Content generation", _LLM_RISK),
+    ("gen_ai:embeddings", "Embeddings", _LLM_RISK),
+    ("gen_ai:execute_tool", "Tool call", None),
+    ("gen_ai:invoke_agent", "Agent invocation", None),
+    ("gen_ai:create_agent", "Agent creation", None),
+    ("gen_ai:invoke_workflow", "Workflow", None),
+    ("openinference:llm", "LLM call", _LLM_RISK),
+    ("openinference:embedding", "Embeddings", _LLM_RISK),
+    ("openinference:retriever", "Retrieval", _RETRIEVAL_RISK),
+    ("openinference:tool", "Tool call", None),
+    ("openinference:chain", "Chain", None),
+    ("openinference:agent", "Agent", None),
+    ("openinference:reranker", "Reranker", None),
+    ("openinference:guardrail", "Guardrail", None),
+    ("openinference:evaluator", "Evaluator", None),
+    ("traceloop:workflow", "Workflow", None),
+    ("traceloop:task", "Task", None),
+    ("traceloop:agent", "Agent", None),
+    ("traceloop:tool", "Tool call", None),
+    ("otel:span", "Span", None),
+)
+
+DEFAULT_SPAN_TYPES: Final[tuple[dict[str, Any], ...]] = tuple(
+    {
+        "name": name,
+        "title": title,
+        "params_schema": {"type": "object"},
+        "result_schema": {"type": "object"},
+        **({} if risk is None else {"data_risk": dict(risk)}),
+    }
+    for name, title, risk in _SPAN_KINDS
+)
+"""The span types registered with an agent version first seen through OpenTelemetry.
+
+A model call sends its prompt to the model's provider (external communication) and reads,
+writes or pays for nothing itself; a retrieval reads data. What the data is, no default can
+know, so every category stays ``unknown``; tools, agents and chains stay wholly ``unknown``
+until the user declares them in their own schema version.
+"""
+
+
+@attrs.frozen
+class MappingSettings:
+    """What a user may configure about the mapping.
+
+    ``sensitive_attributes`` are attribute names (``*`` matches any characters) whose values
+    are stored as sensitive values (decisions 11) with ``sensitive_labels``.
+    """
+
+    sensitive_attributes: tuple[str, ...] = DEFAULT_SENSITIVE_ATTRIBUTES
+    sensitive_labels: tuple[str, ...] = ("opentelemetry",)
+    _pattern: re.Pattern[str] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        parts = [
+            ".*".join(re.escape(piece) for piece in name.split("*"))
+            for name in self.sensitive_attributes
+            if name
+        ]
+        object.__setattr__(self, "_pattern", re.compile("|".join(parts) or "(?!)"))
+
+    @classmethod
+    def from_text(cls, text: str | None) -> MappingSettings:
+        """Settings from a comma-separated attribute list.
+
+        The list replaces the defaults, or adds to them when it starts with ``+``; empty or
+        None keeps the defaults.
+        """
+        if text is None or not text.strip():
+            return cls()
+        text = text.strip()
+        extend = text.startswith("+")
+        names = tuple(name.strip() for name in text.lstrip("+").split(",") if name.strip())
+        return cls((*DEFAULT_SENSITIVE_ATTRIBUTES, *names) if extend else names)
+
+    def is_sensitive(self, name: str) -> bool:
+        """Whether attribute ``name`` is stored as a sensitive value."""
+        return self._pattern.fullmatch(name) is not None
+
+
+@attrs.frozen
+class RunTarget:
+    """The agent, version and environment a resource's spans are recorded under."""
+
+    agent: str
+    version: str
+    environment: str | None
+
+
+@attrs.frozen
+class TraceGroup:
+    """The spans of one trace from one resource: one run's share of an export."""
+
+    target: RunTarget
+    trace_id: str
+    spans: tuple[Span, ...]
+
+
+def timestamp(unix_nano: int) -> str:
+    """The interface's timestamp text of a time in nanoseconds since the epoch."""
+    seconds, nanos = divmod(unix_nano, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000)
+    return format_timestamp(moment)
+
+
+def _text(value: object) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def run_target(attributes: Mapping[str, Any]) -> RunTarget:
+    """The agent (``gen_ai.agent.name``, else ``service.name``), version and environment."""
+    agent = (
+        _text(attributes.get("gen_ai.agent.name"))
+        or _text(attributes.get("service.name"))
+        or FALLBACK_AGENT
+    )
+    version = _text(attributes.get("service.version")) or DEFAULT_VERSION
+    environment = _text(attributes.get("deployment.environment.name")) or _text(
+        attributes.get("deployment.environment")
+    )
+    return RunTarget(agent[:200], version[:200], environment and environment[:200])
+
+
+def agent_version_member(target: RunTarget, declare: bool) -> dict[str, Any]:
+    """The register members naming the version (and, when ``declare``, the default types)."""
+    members: dict[str, Any] = {
+        "agent_version": {"external_identifier": target.version, "name": target.version},
+    }
+    if declare:
+        members["agent_schema_version"] = {
+            "external_identifier": f"opentelemetry:{target.version}",
+            "span_type_schemas": [dict(entry) for entry in DEFAULT_SPAN_TYPES],
+        }
+    return members
+
+
+def _is_hex(value: str, length: int) -> bool:
+    return len(value) == length and all(c in "0123456789abcdef" for c in value) and (
+        value.strip("0") != ""
+    )
+
+
+def _check(span: Span) -> str | None:
+    if not _is_hex(span.trace_id, 32):
+        return "trace_id must be 16 bytes, not all zero"
+    if not _is_hex(span.span_id, 16):
+        return "span_id must be 8 bytes, not all zero"
+    if span.parent_span_id and not _is_hex(span.parent_span_id, 16):
+        return "parent_span_id must be empty or 8 bytes, not all zero"
+    if span.start_time_unix_nano <= 0:
+        return "start_time_unix_nano is missing"
+    if span.end_time_unix_nano < span.start_time_unix_nano:
+        return "end_time_unix_nano is before start_time_unix_nano"
+    return None
+
+
+def group_spans(spans: Iterable[Span]) -> tuple[list[TraceGroup], list[Rejection]]:
+    """Check every span and group the good ones by (agent target, trace), in input order.
+
+    Within a group, spans are ordered so that a parent precedes its children (by start
+    time, then depth), and a span repeated in the same export is kept once.
+    """
+    groups: dict[tuple[RunTarget, str], dict[str, Span]] = {}
+    rejected: list[Rejection] = []
+    for span in spans:
+        problem = _check(span)
+        if problem is not None:
+            rejected.append(Rejection(span.trace_id, span.span_id, problem))
+            continue
+        key = (run_target(span.resource.attributes), span.trace_id)
+        groups.setdefault(key, {}).setdefault(span.span_id, span)
+    result = []
+    for (target, trace_id), by_id in groups.items():
+        result.append(TraceGroup(target, trace_id, tuple(_parents_first(by_id))))
+    return result, rejected
+
+
+def _parents_first(by_id: Mapping[str, Span]) -> list[Span]:
+    def depth(span: Span) -> int:
+        seen = 0
+        while span.parent_span_id in by_id and seen < len(by_id):
+            span = by_id[span.parent_span_id]
+            seen += 1
+        return seen
+
+    return sorted(by_id.values(), key=lambda span: (span.start_time_unix_nano, depth(span)))
+
+
+def is_root(span: Span) -> bool:
+    """Whether the span is its run's root: no parent, or a parent in another process."""
+    return not span.parent_span_id or span.parent_is_remote
+
+
+def run_status(span: Span) -> str:
+    """The status a root span gives its run (and any span itself): its status code."""
+    return "failed" if span.status_code == "error" else "complete"
+
+
+def derived_span_id(run_id: str, trace_id: str, span_id: str) -> str:
+    """The span id for OTel span ``span_id`` of ``trace_id`` recorded in run ``run_id``.
+
+    A well-formed PFID with the run's time and partition and 80 bits of a hash of the three,
+    so that a re-sent span and a child naming its parent before the parent arrives compute
+    the same id.
+    """
+    digest = hashlib.sha256(f"{run_id}/{trace_id}/{span_id}".encode()).digest()
+    return str(pfid.encode(pfid.BinaryPfid(_time_and_partition(run_id) + digest[:10])))
+
+
+@functools.lru_cache(maxsize=256)
+def _time_and_partition(run_id: str) -> bytes:
+    head: bytes = pfid.decode(run_id)[:10]
+    return head
+
+
+def schema_name(attributes: Mapping[str, Any]) -> str:
+    """The span type: ``gen_ai:<operation>``, ``openinference:<kind>``, ... or ``otel:span``."""
+    for attribute, namespace in (
+        ("gen_ai.operation.name", "gen_ai"),
+        ("openinference.span.kind", "openinference"),
+        ("traceloop.span.kind", "traceloop"),
+    ):
+        value = attributes.get(attribute)
+        if isinstance(value, str):
+            name = _NAME_CHARACTERS.sub("_", value.strip().lower()).strip("_")
+            if name:
+                return f"{namespace}:{name}"[:_NAME_MAX]
+    return "otel:span"
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(key): _json_value(item) for key, item in value.items()}
+    return value
+
+
+def _marked(value: Any, labels: list[str]) -> Any:
+    """``value`` with every scalar inside replaced by a sensitive marker (decisions 11)."""
+    if isinstance(value, list):
+        return [_marked(item, labels) for item in value]
+    if isinstance(value, dict):
+        return {key: _marked(item, labels) for key, item in value.items()}
+    if isinstance(value, bool):
+        return {"$sensitive": "boolean", "labels": labels, "value": value}
+    if isinstance(value, (int, float)):
+        return {"$sensitive": "number", "labels": labels, "value": value}
+    if isinstance(value, str):
+        return {"$sensitive": "string", "labels": labels, "value": value}
+    return value
+
+
+def _attributes(
+    attributes: Mapping[str, Any], settings: MappingSettings
+) -> tuple[dict[str, Any], bool]:
+    """The attributes as JSON with the sensitive ones marked; whether any was marked."""
+    labels = list(settings.sensitive_labels)
+    out: dict[str, Any] = {}
+    marked = False
+    for key, value in attributes.items():
+        plain = _json_value(value)
+        if settings.is_sensitive(key) and plain is not None:
+            plain = _marked(plain, labels)
+            marked = True
+        out[key] = plain
+    return out, marked
+
+
+def _with_aliases(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    complete = dict(attributes)
+    for source, target in _ALIASES:
+        if source in attributes and target not in complete:
+            complete[target] = attributes[source]
+    return complete
+
+
+def _event(event: Event, settings: MappingSettings) -> tuple[dict[str, Any], bool]:
+    attributes, marked = _attributes(event.attributes, settings)
+    return {
+        "name": event.name, "time": timestamp(event.time_unix_nano), "attributes": attributes,
+    }, marked
+
+
+def span_members(
+    span: Span, *, span_id: str, parent_id: str | None, settings: MappingSettings
+) -> dict[str, Any]:
+    """The members of ``agent_spans/create`` for a finished OTel span (run not included)."""
+    attributes, marked = _attributes(_with_aliases(span.attributes), settings)
+    payload: dict[str, Any] = {}
+    result: dict[str, Any] = {}
+    for key, value in attributes.items():
+        (result if key.startswith(_RESULT_PREFIXES) else payload)[key] = value
+    payload["otel.span"] = {
+        "name": span.name, "kind": span.kind, "trace_id": span.trace_id,
+        "span_id": span.span_id, "parent_span_id": span.parent_span_id or None,
+        "scope": {"name": span.scope_name, "version": span.scope_version},
+    }
+    result["otel.status"] = {"code": span.status_code, "message": span.status_message or None}
+    if span.events:
+        events = [_event(event, settings) for event in span.events]
+        result["otel.events"] = [event for event, _ in events]
+        marked = marked or any(event_marked for _, event_marked in events)
+    return {
+        "id": span_id,
+        "parent_span_id": parent_id,
+        "schema_name": schema_name(span.attributes),
+        "status": run_status(span),
+        "started_at": timestamp(span.start_time_unix_nano),
+        "finished_at": timestamp(span.end_time_unix_nano),
+        "payload": payload,
+        "result_payload": result,
+        "sensitive_encoding": marked,
+    }
+
+
+_EVALUATION_MEMBERS: Final = {
+    "gen_ai.evaluation.score.value": "score",
+    "gen_ai.evaluation.score.label": "label",
+    "gen_ai.evaluation.explanation": "explanation",
+    "gen_ai.response.id": "response_id",
+}
+
+
+def quality_records(span: Span, span_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """The ``(name, payload)`` of each ``gen_ai.evaluation.result`` event of the span.
+
+    The name is ``gen_ai.evaluation.name``; the payload holds the score, label and
+    explanation under short names, any other attribute as it is, and the evaluated span.
+    Events without a name are skipped.
+    """
+    records = []
+    for event in span.events:
+        if event.name != EVALUATION_EVENT:
+            continue
+        name = _text(event.attributes.get("gen_ai.evaluation.name"))
+        if name is None:
+            continue
+        payload: dict[str, Any] = {"agent_span_id": span_id}
+        for key, value in event.attributes.items():
+            if key != "gen_ai.evaluation.name":
+                payload[_EVALUATION_MEMBERS.get(key, key)] = _json_value(value)
+        records.append((name[:200], payload))
+    return records

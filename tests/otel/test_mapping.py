@@ -1,0 +1,167 @@
+"""The pure mapping: span types, payloads, sensitive attributes, derived ids, grouping."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from governance_core.ids import IdFactory, extract_partition, is_pfid
+from governance_core.otel import DEFAULT_SPAN_TYPES, Event, MappingSettings, Resource, Span
+from governance_core.otel.mapping import (
+    derived_span_id,
+    group_spans,
+    quality_records,
+    run_target,
+    schema_name,
+    span_members,
+)
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+def make(span_id: str = "00f067aa0ba902b7", **changes: object) -> Span:
+    fields: dict[str, object] = {
+        "trace_id": TRACE, "span_id": span_id, "name": "op",
+        "start_time_unix_nano": 1_790_000_000_000_000_000,
+        "end_time_unix_nano": 1_790_000_000_500_000_000,
+    }
+    fields.update(changes)
+    return Span(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("attributes", "expected"), [
+    ({"gen_ai.operation.name": "chat"}, "gen_ai:chat"),
+    ({"gen_ai.operation.name": "Execute Tool!"}, "gen_ai:execute_tool"),
+    ({"openinference.span.kind": "TOOL"}, "openinference:tool"),
+    ({"traceloop.span.kind": "workflow"}, "traceloop:workflow"),
+    ({"gen_ai.operation.name": "chat", "openinference.span.kind": "LLM"}, "gen_ai:chat"),
+    ({"gen_ai.operation.name": "  "}, "otel:span"),
+    ({"http.method": "GET"}, "otel:span"),
+])
+def test_the_span_type_is_namespaced_from_the_conventions(
+    attributes: dict[str, object], expected: str,
+) -> None:
+    assert schema_name(attributes) == expected
+
+
+def test_every_default_type_is_declared_once_and_tools_declare_no_risk() -> None:
+    names = [entry["name"] for entry in DEFAULT_SPAN_TYPES]
+    assert len(names) == len(set(names))
+    by_name = {entry["name"]: entry for entry in DEFAULT_SPAN_TYPES}
+    for tool in ("gen_ai:execute_tool", "openinference:tool", "traceloop:tool"):
+        assert "data_risk" not in by_name[tool]
+    chat = by_name["gen_ai:chat"]["data_risk"]["action_profile"]
+    assert chat["external_communication"] == "allowed"
+
+
+def test_sensitive_attribute_patterns_and_their_configuration() -> None:
+    settings = MappingSettings()
+    assert settings.is_sensitive("gen_ai.input.messages")
+    assert settings.is_sensitive("llm.input_messages.0.message.content")
+    assert not settings.is_sensitive("gen_ai.request.model")
+    assert not settings.is_sensitive("llm.input_messages")
+    replaced = MappingSettings.from_text("customer.email, customer.*.phone")
+    assert replaced.is_sensitive("customer.email")
+    assert replaced.is_sensitive("customer.home.phone")
+    assert not replaced.is_sensitive("gen_ai.input.messages")
+    extended = MappingSettings.from_text("+customer.email")
+    assert extended.is_sensitive("customer.email") and extended.is_sensitive("input.value")
+    assert MappingSettings.from_text("  ") == MappingSettings()
+    assert MappingSettings.from_text("a.b+c").is_sensitive("a.b+c")
+
+
+def test_payloads_split_attributes_mark_sensitive_values_and_name_usage_for_cost() -> None:
+    span = make(
+        attributes={
+            "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o",
+            "llm.token_count.prompt": 10, "llm.token_count.completion": 3,
+            "input.value": "hello", "llm.input_messages.0.message.content": "hello",
+            "tags": ["a", "b"], "output.value": "hi",
+        },
+        events=(Event("exception", 1_790_000_000_100_000_000, {"exception.message": "x"}),),
+        status_code="error", status_message="bad", scope_name="lib", scope_version="1",
+    )
+    members = span_members(span, span_id="S", parent_id="P", settings=MappingSettings())
+    payload, result = members["payload"], members["result_payload"]
+    assert members["schema_name"] == "openinference:llm"
+    assert members["status"] == "failed"
+    assert members["sensitive_encoding"] is True
+    assert (members["started_at"], members["finished_at"]) == (
+        "2026-09-21T14:13:20.000000Z", "2026-09-21T14:13:20.500000Z")
+    assert payload["gen_ai.request.model"] == "gpt-4o"
+    assert result["gen_ai.usage.input_tokens"] == 10 and result["llm.token_count.prompt"] == 10
+    assert payload["input.value"] == {
+        "$sensitive": "string", "labels": ["opentelemetry"], "value": "hello"}
+    assert result["output.value"]["$sensitive"] == "string"
+    assert payload["tags"] == ["a", "b"]
+    assert payload["otel.span"]["scope"] == {"name": "lib", "version": "1"}
+    assert result["otel.status"] == {"code": "error", "message": "bad"}
+    assert result["otel.events"][0]["attributes"] == {"exception.message": "x"}
+    plain = span_members(make(attributes={"gen_ai.operation.name": "chat"}), span_id="S",
+                         parent_id=None, settings=MappingSettings())
+    assert plain["sensitive_encoding"] is False and plain["status"] == "complete"
+
+
+def test_lists_of_sensitive_values_are_marked_item_by_item() -> None:
+    members = span_members(
+        make(attributes={"gen_ai.input.messages": ["a", 1, True, None]}),
+        span_id="S", parent_id=None, settings=MappingSettings(),
+    )
+    assert [item if item is None else item["$sensitive"]
+            for item in members["payload"]["gen_ai.input.messages"]] == [
+        "string", "number", "boolean", None]
+
+
+@given(st.text(alphabet="0123456789abcdef", min_size=16, max_size=16))
+def test_derived_ids_are_pfids_of_the_run_partition_and_repeat(span_id: str) -> None:
+    from datetime import UTC, datetime
+
+    run_id = IdFactory().new(123456, datetime(2026, 1, 1, tzinfo=UTC))
+    derived = derived_span_id(run_id, TRACE, span_id)
+    assert is_pfid(derived) and extract_partition(derived) == 123456
+    assert derived[:10] == run_id[:10]
+    assert derived == derived_span_id(run_id, TRACE, span_id)
+    assert derived != derived_span_id(run_id, "1" * 32, span_id)
+
+
+def test_grouping_by_agent_and_trace_puts_parents_first_and_drops_repeats() -> None:
+    start = 1_790_000_000_000_000_000
+    child = make("0000000000000002", parent_span_id="0000000000000001",
+                 start_time_unix_nano=start)
+    parent = make("0000000000000001", start_time_unix_nano=start)
+    other = make("0000000000000003", resource=Resource({"service.name": "b"}))
+    groups, rejected = group_spans([child, parent, child, other, make("")])
+    assert [(g.target.agent, [s.span_id for s in g.spans]) for g in groups] == [
+        ("unknown_service", ["0000000000000001", "0000000000000002"]),
+        ("b", ["0000000000000003"]),
+    ]
+    assert [r.reason for r in rejected] == ["span_id must be 8 bytes, not all zero"]
+    late = make(end_time_unix_nano=1)
+    assert group_spans([late])[1][0].reason == (
+        "end_time_unix_nano is before start_time_unix_nano")
+
+
+def test_the_resource_names_agent_version_and_environment() -> None:
+    target = run_target({"service.name": "svc", "gen_ai.agent.name": "Planner",
+                         "service.version": "3", "deployment.environment.name": "prod"})
+    assert (target.agent, target.version, target.environment) == ("Planner", "3", "prod")
+    fallback = run_target({"deployment.environment": "dev"})
+    assert (fallback.agent, fallback.version, fallback.environment) == (
+        "unknown_service", "unversioned", "dev")
+
+
+def test_evaluation_events_become_quality_payloads() -> None:
+    span = make(events=(
+        Event("gen_ai.evaluation.result", 1, {
+            "gen_ai.evaluation.name": "Relevance", "gen_ai.evaluation.score.value": 0.5,
+            "gen_ai.evaluation.score.label": "ok", "gen_ai.evaluation.explanation": "fine",
+            "judge": "gpt-4o",
+        }),
+        Event("gen_ai.evaluation.result", 2, {"gen_ai.evaluation.score.value": 1}),
+        Event("exception", 3, {}),
+    ))
+    assert quality_records(span, "S") == [("Relevance", {
+        "agent_span_id": "S", "score": 0.5, "label": "ok", "explanation": "fine",
+        "judge": "gpt-4o",
+    })]
