@@ -75,3 +75,4 @@ def bench(session: nox.Session) -> None:
         "benchmarks/postgres_bench.py",
     ):
         session.run("python", script)
+    session.run("python", "benchmarks/serve_bench.py", "--goals", "--rounds", "3")

@@ -8,6 +8,11 @@ requests per second for each candidate and the ratio against the best.
 
     python benchmarks/serve_bench.py [--requests 4000] [--clients 2] [--threads 4] [--rounds 2]
 
+``--goals`` measures the default server (``governance serve``) against the issue's goals
+instead, each the median of ``--rounds`` rounds: ``/ping`` and single-span creates from 4
+client processes (the span rate at least 25% of the ping rate, its p99 under 50 ms), and
+bulk requests of 100 spans over HTTP against the same requests in-process (at least 50%).
+
 Candidates not installed are skipped (``pip install gunicorn waitress cheroot`` adds the
 others). Loopback only; every server is stopped before the next starts. The client runs on the
 same machine, so absolute figures are lower than a remote client would see; ratios matter.
@@ -23,6 +28,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -201,6 +207,127 @@ def measure(
     return done / elapsed, failed
 
 
+DEFAULT_SERVER = (
+    "import sys; from governance_http.serving import serve; "
+    "serve(sys.argv[2], host='127.0.0.1', port=int(sys.argv[1]))"
+)
+
+
+def _span_body(instance_id: str, number: int) -> dict[str, object]:
+    return {
+        "agent_instance_id": instance_id, "schema_name": "bench:llm", "status": "complete",
+        "started_at": "2026-11-21T16:41:59Z", "finished_at": "2026-11-21T16:42:00Z",
+        "payload": {"prompt": f"hello {number}", "model": "gpt-4o",
+                    "token_usage": {"prompt_tokens": 812, "completion_tokens": 164}},
+        "result_payload": {"answer": "hi"},
+    }
+
+
+def timed_requests(args: tuple[int, str, str, str, int, str]) -> list[float]:
+    """Send ``count`` pings (GET) or span creates (POST) on one connection; each latency."""
+    port, token, method, instance_id, count, label = args
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    connection = http.client.HTTPConnection(HOST, port, timeout=30)
+    latencies = []
+    for number in range(count):
+        body = None
+        target = "/api/v1/ping"
+        if method == "POST":
+            target = "/api/v1/agent_spans"
+            body = json.dumps({**_span_body(instance_id, number),
+                               "idempotency_key": f"{label}-{os.getpid()}-{number:08d}"})
+        began = time.perf_counter()
+        connection.request(method, target, body=body, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        latencies.append(time.perf_counter() - began)
+        if response.status != 200:
+            raise RuntimeError(f"{method} {target} answered {response.status}")
+    return latencies
+
+
+def concurrent_rate(
+    port: int, token: str, method: str, instance_id: str, requests: int, clients: int, label: str
+) -> tuple[float, float]:
+    """Requests a second from ``clients`` processes, and the p99 latency in seconds."""
+    share = requests // clients
+    with multiprocessing.get_context("spawn").Pool(clients) as pool:
+        warm = [(port, token, method, instance_id, 50, f"warm-{label}-{i}")
+                for i in range(clients)]
+        pool.map(timed_requests, warm)
+        jobs = [(port, token, method, instance_id, share, f"{label}-{i}")
+                for i in range(clients)]
+        began = time.perf_counter()
+        results = pool.map(timed_requests, jobs)
+        elapsed = time.perf_counter() - began
+    latencies = sorted(latency for result in results for latency in result)
+    return len(latencies) / elapsed, latencies[int(len(latencies) * 0.99) - 1]
+
+
+def bulk_rates(
+    port: int, token: str, instance_id: str, db: Path, batches: int
+) -> tuple[float, float]:
+    """Spans a second in bulk requests of 100 over HTTP, and in-process on a fresh store."""
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def items(batch: int, run: str) -> list[dict[str, object]]:
+        return [{"_type": "agent_spans/create", "idempotency_key": f"bulk-{batch}-{i:04d}",
+                 **_span_body(run, i)} for i in range(100)]
+
+    connection = http.client.HTTPConnection(HOST, port, timeout=60)
+    bodies = [json.dumps({"items": items(batch, instance_id)}) for batch in range(batches)]
+    began = time.perf_counter()
+    for body in bodies:
+        connection.request("POST", "/api/v1/bulk", body=body, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        if response.status != 200:
+            raise RuntimeError(f"bulk answered {response.status}")
+    over_http = batches * 100 / (time.perf_counter() - began)
+    local_token, local_run = prepare(db)
+    with Governance.open(db) as gov:
+        requests = [{"items": items(batch, local_run)} for batch in range(batches)]
+        began = time.perf_counter()
+        for request in requests:
+            gov.call("bulk", request, token=local_token)
+        in_process = batches * 100 / (time.perf_counter() - began)
+    return over_http, in_process
+
+
+def goals(args: argparse.Namespace) -> int:
+    """Measure the default server against the goals; print each figure and ratio."""
+    figures: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for number in range(args.rounds):
+            db = Path(tmp) / f"goals-{number}.db"
+            token, instance_id = prepare(db)
+            port = free_port()
+            process = start(["-c", DEFAULT_SERVER, "{port}", str(db)], port, db)
+            try:
+                ping, _ = concurrent_rate(port, token, "GET", instance_id, args.requests, 4,
+                                          "ping")
+                spans, p99 = concurrent_rate(port, token, "POST", instance_id, args.requests, 4,
+                                             f"span{number}")
+                over_http, in_process = bulk_rates(
+                    port, token, instance_id, Path(tmp) / f"local-{number}.db", 20
+                )
+            finally:
+                stop(process)
+            for name, value in (("ping", ping), ("spans", spans), ("p99", p99),
+                                ("http bulk", over_http), ("in-process bulk", in_process)):
+                figures.setdefault(name, []).append(value)
+    median = {name: statistics.median(values) for name, values in figures.items()}
+    print(f"default server, 4 client processes, medians of {args.rounds} rounds")
+    print(f"GET /ping:                     {median['ping']:8.0f} req/s  (baseline)")
+    print(f"POST /agent_spans:             {median['spans']:8.0f} req/s  "
+          f"ratio {median['spans'] / median['ping']:.2f}  goal >= 0.25; "
+          f"p99 {median['p99'] * 1e3:.1f} ms  goal < 50 ms")
+    print(f"in-process bulk of 100:        {median['in-process bulk']:8.0f} spans/s  (baseline)")
+    print(f"POST /bulk of 100, 1 client:   {median['http bulk']:8.0f} spans/s  "
+          f"ratio {median['http bulk'] / median['in-process bulk']:.2f}  goal >= 0.5")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every candidate ``--rounds`` times; print the best rate of each and its ratio."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -209,7 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", action="append", help="run only candidates containing this")
+    parser.add_argument("--goals", action="store_true", help="the default server's goals")
     args = parser.parse_args(argv)
+    if args.goals:
+        return goals(args)
     candidates = {
         name: command for name, command in CANDIDATES.items()
         if (not args.only or any(part in name for part in args.only)) and installed(command)

@@ -1,28 +1,25 @@
-"""The bulk runner: items in order, each its own transaction, stopping at the first error.
+"""The bulk request's rules: its name, its size limit and the checks of its items.
 
-Each item is run exactly as the matching single operation would be, through the same
-registry, so its output is the same envelope byte for byte; its key is an idempotency key, so
-re-sending a request replays the items already done and runs the rest.
+The ``bulk`` operation itself (:mod:`governance_core.operations.bulk`) runs the items in
+order, each as the matching single operation would run (so its output is the same envelope
+byte for byte) in a savepoint of the request's one transaction, stopping at the first error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from governance_core.errors import FieldErrors, GovernanceError, WriteConflict
+from governance_core.errors import FieldErrors
 from governance_core.idempotency import KEY_MAX, KEY_MIN
-from governance_core.registry import REGISTRY
 
-__all__ = ["MAX_ITEMS", "BULK", "check_items", "run_bulk"]
+__all__ = ["BULK", "MAX_ITEMS", "check_items"]
 
 BULK = "bulk"
 MAX_ITEMS = 1000
 
-RunItem = Callable[[str, dict[str, Any], str], dict[str, Any]]
 
-
-def check_items(params: Mapping[str, Any]) -> list[dict[str, Any]]:
+def check_items(params: Mapping[str, Any], operations: Collection[str]) -> list[dict[str, Any]]:
     """The request's items, after the request-level checks (else ``validation_errors``)."""
     errors = FieldErrors()
     items = params.get("items")
@@ -43,7 +40,7 @@ def check_items(params: Mapping[str, Any]) -> list[dict[str, Any]]:
             kind = item.get("_type")
             if kind is None:
                 errors.required(("items", index, "_type"), "_type is required")
-            elif not isinstance(kind, str) or kind not in REGISTRY or kind == BULK:
+            elif not isinstance(kind, str) or kind not in operations or kind == BULK:
                 errors.invalid(("items", index, "_type"), f"unknown operation type {kind!r}")
             key = item.get("idempotency_key")
             if key is None:
@@ -62,20 +59,3 @@ def check_items(params: Mapping[str, Any]) -> list[dict[str, Any]]:
     errors.raise_if_any()
     assert isinstance(items, list)
     return items
-
-
-def run_bulk(params: Mapping[str, Any], run_item: RunItem) -> dict[str, Any]:
-    """Run the items with ``run_item(operation, params, key)``; the bulk envelope."""
-    outputs: dict[str, Any] = {}
-    for item in check_items(params):
-        key = item["idempotency_key"]
-        item_params = {k: v for k, v in item.items() if k != "_type"}
-        try:
-            outputs[key] = run_item(item["_type"], item_params, key)
-        except WriteConflict:
-            # Not the item's answer: the whole request is re-run, its done items replayed.
-            raise
-        except GovernanceError as error:
-            outputs[key] = error.to_payload()
-            break
-    return {"status": "success", "outputs": outputs}

@@ -8,12 +8,21 @@ from typing import Any
 from governance_core.converter import json_ready
 from governance_core.pagination import PageRequest, Sorting, pagination_output
 
-__all__ = ["details_envelope", "list_envelope", "success"]
+__all__ = ["details_envelope", "list_envelope", "ready_envelope", "success"]
 
 
 def success(**members: Any) -> dict[str, Any]:
     """``{"status": "success", ...members}``, JSON-ready."""
     return {"status": "success", **json_ready(members)}
+
+
+def ready_envelope(details: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The one-resource envelope of a ``details`` (and ``extra``) already JSON-ready.
+
+    Views made from stored records (:mod:`governance_core.views`) are; this skips the walk
+    :func:`success` makes over every value.
+    """
+    return {"status": "success", "details": details, **extra}
 
 
 def details_envelope(details: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from governance_core.clock import format_timestamp
-from governance_core.credentials import withhold_secrets
+from governance_core.credentials import ShownOnce, withhold_secrets
 from governance_core.errors import FieldErrors, IdempotencyKeyAlreadyUsed
 from governance_core.fields import flatten_params
 from governance_core.registry import Context
@@ -87,7 +87,23 @@ def remember(
             "account_id": ctx.account_id,
             "operation": operation,
             "fingerprint": digest,
-            "response": withhold_secrets(response),
+            "response": _without_secrets(response),
             "inserted_at": format_timestamp(ctx.now),
         },
     )
+
+
+def _without_secrets(response: dict[str, Any]) -> dict[str, Any]:
+    """``response`` with its :class:`ShownOnce` secrets withheld.
+
+    A secret stands beside ``details`` or among its members, so only those two levels are
+    looked at, and nothing is copied when there is none (the common case).
+    """
+    for value in response.values():
+        if isinstance(value, ShownOnce) or (
+            isinstance(value, dict)
+            and any(isinstance(member, ShownOnce) for member in value.values())
+        ):
+            withheld: dict[str, Any] = withhold_secrets(response)
+            return withheld
+    return response

@@ -9,10 +9,14 @@ from datetime import datetime
 
 import pfid
 
-__all__ = ["IdFactory", "SeededIds", "extract_partition", "is_pfid"]
+__all__ = ["IdFactory", "SeededIds", "encode_pfid", "extract_partition", "is_pfid"]
 
 MAX_PARTITION = 2**30 - 1
 _RANDOM_LIMIT = 2**80
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+# Two characters a lookup: 32 characters of 5 bits are 16 lookups of 10 bits.
+_PAIRS = [first + second for first in _CROCKFORD for second in _CROCKFORD]
+_SHIFTS = range(150, -1, -10)
 
 
 def is_pfid(value: object) -> bool:
@@ -23,6 +27,16 @@ def is_pfid(value: object) -> bool:
 def extract_partition(value: str) -> int:
     """The partition encoded in a PFID."""
     return int(pfid.extract_partition(value))
+
+
+def encode_pfid(millis: int, partition: int, random_part: int) -> str:
+    """The PFID of a 48-bit millisecond time, a 30-bit partition and an 80-bit random part.
+
+    The same text as ``pfid.encode`` of the 20-byte binary form (10 characters of time,
+    6 of partition, 16 of randomness, Crockford base32), made with table lookups.
+    """
+    value = (millis << 110) | (partition << 80) | random_part
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 class IdFactory:
@@ -50,9 +64,7 @@ class IdFactory:
             else:
                 random_part = int.from_bytes(self._random_bytes(10), "big")
             self._last[partition] = (millis, random_part)
-        raw = millis.to_bytes(6, "big") + partition.to_bytes(4, "big")
-        raw += random_part.to_bytes(10, "big")
-        return str(pfid.encode(pfid.BinaryPfid(raw)))
+        return encode_pfid(millis, partition, random_part)
 
     def new_partition(self) -> int:
         """A random partition, for a new account."""

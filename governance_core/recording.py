@@ -13,9 +13,9 @@ A run is registered and started on entering its block and finished on leaving it
 (``complete``, or ``failed`` when the block raises). A span is created ``active`` on entering
 its block, nested under the span whose block encloses it (tracked per thread and per asyncio
 task), and finished ``complete``, or ``failed`` with the exception recorded in its
-``result_payload`` (the exception propagates). Every call goes through
-:meth:`~governance_core.service.Session.call`, so scopes, validation and transactions are the
-same as over HTTP.
+``result_payload`` (the exception propagates). Every call goes through the caller's
+``call(operation, params)`` (a :class:`~governance_core.service.Session` is one), so scopes,
+validation and transactions are the same as over HTTP.
 
 A run terminated from outside (``agent_instances/terminate``) raises :class:`RunTerminated`
 at its next span, and on leaving its block if it ended there.
@@ -29,17 +29,25 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from datetime import date, datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from governance_core.errors import InvalidAction
 
-if TYPE_CHECKING:
-    from governance_core.service import Session
-
-__all__ = ["Run", "RunTerminated", "SpanRecorder"]
+__all__ = ["Caller", "Run", "RunTerminated", "SpanRecorder"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class Caller(Protocol):
+    """What a run records through: an account's operations, called by name."""
+
+    def call(
+        self, operation: str, params: Mapping[str, Any] | None = None, **members: Any
+    ) -> dict[str, Any]:
+        """Run ``operation`` with ``params``; its envelope."""
+        ...
+
 
 _current_span: ContextVar[SpanRecorder | None] = ContextVar("current_span", default=None)
 
@@ -83,7 +91,7 @@ class Run:
 
     def __init__(
         self,
-        session: Session,
+        session: Caller,
         *,
         agent_version: str | Mapping[str, Any],
         agent_id: str | None = None,

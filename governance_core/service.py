@@ -1,7 +1,8 @@
 """``Governance``: the one object an embedder needs.
 
-It holds the injected parts (store, clock, ids, configuration), authenticates callers, and
-runs operations from the registry with scope checks, idempotency and one transaction each.
+It holds the injected parts (store, clock, ids, configuration, the registry of operations),
+authenticates callers, and runs operations from its registry with scope checks, idempotency
+and one transaction each (a savepoint when nested in another's, as bulk items are).
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from governance_core import operations as _operations  # noqa: F401 - registers operations
-from governance_core.bulk import BULK, run_bulk
+from governance_core.caches import Caches
 from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
@@ -33,12 +33,12 @@ from governance_core.errors import (
 from governance_core.fields import Fields
 from governance_core.idempotency import find_replay, fingerprint, remember, resolve_key
 from governance_core.ids import IdFactory
+from governance_core.operations import default_registry
 from governance_core.recording import Run
-from governance_core.registry import REGISTRY, Config, Context, Operation, Principal
+from governance_core.registry import Config, Context, Operation, Principal, Registry
 from governance_core.rules.cost import load_catalogue
 from governance_core.storage import open_store
 from governance_core.storage.protocol import Filter, Store
-from governance_core.storage.sqlite import SQLiteStore
 
 __all__ = ["WRITE_ATTEMPTS", "Bootstrap", "Governance", "Session"]
 
@@ -65,23 +65,27 @@ class Bootstrap:
 class Governance:
     """The library's facade over one store.
 
-    ``Governance.open(location)`` opens (or creates) the store a path or URL names;
-    ``Governance(store=..., clock=..., ids=...)`` injects every part, for tests and for other
-    adapters.
+    ``Governance.open(location)`` opens (or creates) the store at a path or URL;
+    ``Governance(store, clock=..., ids=..., registry=...)`` injects every part, for tests
+    and for other adapters. ``registry`` defaults to every operation of
+    :mod:`governance_core.operations`.
     """
 
     def __init__(
         self,
-        store: Store | None = None,
+        store: Store,
         *,
         clock: Clock = SystemClock,
         ids: IdFactory | None = None,
         config: Config | None = None,
+        registry: Registry | None = None,
     ) -> None:
-        self.store: Store = store if store is not None else SQLiteStore(":memory:")
+        self.store: Store = store
         self.clock = clock
         self.ids = ids or IdFactory()
         self.config = config or Config()
+        self.registry = registry if registry is not None else default_registry()
+        self.caches = Caches()
         self._writing = threading.local()
 
     @classmethod
@@ -130,7 +134,20 @@ class Governance:
     # -- callers -------------------------------------------------------------------------
     def context(self, principal: Principal | None) -> Context:
         """A fresh operation context for ``principal``, stamped with the clock's now."""
-        return Context(self.store, self.ids, self.config, principal, self.clock(), self.clock)
+
+        def invoke(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+            return self._run(self._operation(name), principal, params, resolve_key(params))
+
+        return Context(
+            self.store, self.ids, self.config, principal, None, self.clock,
+            self.registry, invoke, self.caches,
+        )
+
+    def _operation(self, name: str) -> Operation:
+        try:
+            return self.registry[name]
+        except KeyError:
+            raise NotFound(f"unknown operation {name!r}") from None
 
     def authenticate(self, token: str | None) -> Principal:
         """The caller a bearer token stands for, or ``not_authenticated``/``bad_authtoken``."""
@@ -205,17 +222,10 @@ class Governance:
         ``idempotency_keys`` are further places a key was given (a header, a query).
         Failures raise a :class:`~governance_core.errors.GovernanceError`.
         """
-        op = REGISTRY.get(operation) if operation != BULK else None
-        if op is None and operation != BULK:
-            raise NotFound(f"unknown operation {operation!r}")
-        if principal is None and (op is None or op.authenticated):
+        op = self._operation(operation)
+        if principal is None and op.authenticated:
             principal = self.authenticate(token)
-        if operation == BULK:
-            assert principal is not None
-            bulk_principal = principal
-            return self._retrying(lambda: self._bulk(bulk_principal, params or {}))
-        assert op is not None
-        key = resolve_key(params, idempotency_keys)
+        key = resolve_key(params, idempotency_keys) if op.idempotent else None
         return self._run(op, principal, params or {}, key)
 
     def _retrying(self, write: Callable[[], _T]) -> _T:
@@ -238,12 +248,6 @@ class Governance:
             return write()
         finally:
             self._writing.active = False
-
-    def _bulk(self, principal: Principal, params: Mapping[str, Any]) -> dict[str, Any]:
-        def run_item(name: str, item: dict[str, Any], key: str) -> dict[str, Any]:
-            return self._run(REGISTRY[name], principal, item, resolve_key(item))
-
-        return run_bulk(params, run_item)
 
     def _run(
         self,
@@ -268,7 +272,7 @@ class Governance:
         """Run a write operation in one transaction, replaying a known idempotency key."""
         ctx = self.context(principal)
         with self.store.transaction():
-            if key is None or principal is None:
+            if key is None or principal is None or not op.idempotent:
                 return op.handler(ctx, Fields(params))
             digest = fingerprint(op.name, params)
             replay = find_replay(ctx, op.name, key, digest)

@@ -372,8 +372,12 @@ class StoreContract:
             self.store.put("teams", {"id": "after"})
         _equal(self.query_ids("teams"), ["after", "gone", "kept"], "a transaction after")
 
-    def test_nested_transactions_join_outer(self) -> None:
-        """An inner transaction commits and fails with the outer one; it has no savepoint."""
+    def test_nested_transactions_are_savepoints(self) -> None:
+        """An inner block commits with the outer one; an error leaving it undoes only its own.
+
+        Inserts, replacements and deletes of the inner block are undone, those of the outer
+        block before and after it stay, and the outer block goes on to commit.
+        """
         with self.store.transaction():
             self.store.put("teams", {"id": "outer"})
             with self.store.transaction():
@@ -388,18 +392,28 @@ class StoreContract:
                     raise _Boom()
 
         _raises(_Boom, fail_inside, "an error in the inner transaction")
-        _equal(self.query_ids("teams"), ["inner", "outer"], "an inner error undoes both")
+        _equal(self.query_ids("teams"), ["inner", "outer"], "an inner error leaving both")
 
         with self.store.transaction():
-            self.store.put("teams", {"id": "outer3"})
+            self.store.put("teams", {"id": "outer3", "name": "before"})
             try:
                 with self.store.transaction():
                     self.store.put("teams", {"id": "inner3"})
+                    self.store.put("teams", {"id": "outer3", "name": "changed"})
+                    self.store.delete("teams", "inner")
+                    with self.store.transaction():
+                        self.store.put("teams", {"id": "deepest"})
                     raise _Boom()
             except _Boom:
                 pass
-        expected = ["inner", "inner3", "outer", "outer3"]
+            _equal(self.query_ids("teams"), ["inner", "outer", "outer3"], "inside, after undo")
+            with self.store.transaction():
+                self.store.put("teams", {"id": "inner4"})
+            self.store.put("teams", {"id": "outer4"})
+        expected = ["inner", "inner4", "outer", "outer3", "outer4"]
         _equal(self.query_ids("teams"), expected, "an inner error caught by the outer block")
+        _equal(self.store.get("teams", "outer3"), {"id": "outer3", "name": "before"}, "replaced")
+        _equal(self.store.count("teams", [Filter("name", "eq", "changed")]), 0, "declared field")
 
     # -- refusals --------------------------------------------------------------------------
     def test_unknown_table_rejected(self) -> None:

@@ -10,7 +10,6 @@ from importlib.util import find_spec
 import falcon
 import falcon.media
 
-from governance_core.registry import REGISTRY
 from governance_core.service import Governance
 from governance_http.body import MAX_BODY_BYTES, MAX_JSON_DEPTH, BodyLimits
 from governance_http.errors import register_error_handlers
@@ -30,7 +29,7 @@ def create_app(
 ) -> falcon.App[falcon.Request, falcon.Response]:
     """Build a WSGI app serving ``governance`` as the ``/api/v1`` interface.
 
-    Only routes whose operation is registered in the core are served. Request bodies larger
+    Only routes whose operation is in ``governance.registry`` are served. Request bodies larger
     than ``max_body_bytes`` answer 413; JSON nested deeper than ``max_json_depth`` answers 400.
     """
     app: falcon.App[falcon.Request, falcon.Response] = falcon.App(media_type=falcon.MEDIA_JSON)
@@ -39,7 +38,7 @@ def create_app(
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(dumps=compact)
     register_error_handlers(app)
 
-    served = served_routes(REGISTRY, routes)
+    served = served_routes(governance.registry, routes)
     limits = BodyLimits(max_body_bytes, max_json_depth)
     by_path: dict[str, list[Route]] = {}
     for route in served:
@@ -47,7 +46,8 @@ def create_app(
     for path, group in by_path.items():
         app.add_route(path, OperationResource(governance, group, limits))
     app.add_route(f"{PREFIX}/ping", PingResource(governance))
-    app.add_route(f"{PREFIX}/openapi.json", OpenApiResource(build_document(served, REGISTRY)))
+    document = build_document(served, governance.registry)
+    app.add_route(f"{PREFIX}/openapi.json", OpenApiResource(document))
     if find_spec("opentelemetry.proto") is not None:  # the otel extra serves OTLP ingest
         from governance_http.otlp import add_otlp_routes
 

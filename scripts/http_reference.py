@@ -11,10 +11,12 @@ from pathlib import Path
 
 import governance_core.service  # noqa: F401 - registers every operation
 from governance_core.bulk import BULK
-from governance_core.registry import REGISTRY
+from governance_core.operations import default_registry
 from governance_core.rules.states import MACHINES, states
 from governance_http.errors import STATUS_BY_CODE
 from governance_http.routes import ROUTES, served_routes
+
+REGISTRY = default_registry()
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "http-reference.md"
 

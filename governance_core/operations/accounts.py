@@ -14,7 +14,7 @@ from governance_core.models.accounts import Account, AdminUser, Environment, Ris
 from governance_core.operations.api_tokens import issue_token
 from governance_core.operations.common import list_response, load
 from governance_core.registry import Context, Principal, operation
-from governance_core.storage.protocol import Filter, Record
+from governance_core.repository import Filter, Record
 
 __all__ = [
     "PURPOSES",

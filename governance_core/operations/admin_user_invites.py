@@ -17,9 +17,9 @@ from governance_core.operations.admin_users import admin_user_details
 from governance_core.operations.api_tokens import issue_token
 from governance_core.operations.common import load, save, tenant
 from governance_core.registry import Context, Principal, operation
+from governance_core.repository import Filter
 from governance_core.rules.emails import MAX_EMAIL_LENGTH, is_email
-from governance_core.rules.states import INVITE, advance
-from governance_core.storage.protocol import Filter
+from governance_core.rules.states import INVITE, advance, initial
 
 __all__ = ["INVITE_TOKEN_PREFIX", "invite_details", "invite_status"]
 
@@ -88,7 +88,7 @@ def create_invite(ctx: Context, fields: Fields) -> dict[str, Any]:
         raise Conflict(f"{email} is already an admin user of this account")
     secret = new_secret(INVITE_TOKEN_PREFIX)
     invite = AdminUserInvite(
-        id=ctx.new_id(), account_id=ctx.account_id, email=email, status="pending",
+        id=ctx.new_id(), account_id=ctx.account_id, email=email, status=initial(INVITE),
         token_hash=hash_secret(secret), expires_at=ctx.now + ctx.config.invite_ttl,
         invited_by_admin_user_id=ctx.principal.admin_user_id,
         inserted_at=ctx.now, updated_at=ctx.now,

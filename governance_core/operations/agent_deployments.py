@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from governance_core.converter import from_record
+from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope
 from governance_core.errors import Conflict
 from governance_core.fields import Fields
@@ -19,9 +20,8 @@ from governance_core.operations.common import (
     save,
     tenant,
 )
-from governance_core.operations.supplied_ids import claim_id, read_supplied_id
 from governance_core.registry import Context, operation
-from governance_core.storage.protocol import Filter
+from governance_core.repository import Filter
 
 __all__ = [
     "SORTABLE",

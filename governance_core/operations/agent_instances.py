@@ -1,57 +1,48 @@
 """Agent instances (runs): register, start, finish, terminate, show, list.
 
-Every status change goes through :func:`advance_instance`, which follows
-:data:`governance_core.rules.states.INSTANCE` and moves the agent's ``instance_counts`` in the
-same transaction. An ingestion (``agent_deployment``) token reaches only the instances of its
-own agent in its own environment; any other is ``not_found``.
+Every status change goes through :func:`governance_core.domain.runs.advance_instance`, which
+follows :data:`governance_core.rules.states.INSTANCE` and moves the agent's
+``instance_counts`` in the same transaction. An ingestion (``agent_deployment``) token
+reaches only the instances of its own agent in its own environment; any other is
+``not_found``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
-from governance_core.converter import from_record
-from governance_core.envelopes import details_envelope
+from governance_core.converter import json_ready
+from governance_core.domain.runs import advance_instance, cancel_active_spans
+from governance_core.envelopes import ready_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
 from governance_core.models.agents import (
-    Agent,
     AgentInstance,
-    AgentSpan,
-    empty_instance_counts,
     empty_span_counts,
 )
-from governance_core.operations.agent_activity import follow_run_activity
 from governance_core.operations.common import (
     equality_filters,
     list_response,
     load_record,
     reach_filters,
-    save,
-    tenant,
 )
 from governance_core.operations.run_insights import run_insights
 from governance_core.operations.run_risk import Rulesets
 from governance_core.registry import ANY_SCOPE, Context, operation
-from governance_core.rules.aggregates import apply_span
+from governance_core.repository import Filter, Record
 from governance_core.rules.states import (
     FINISH_STATUSES,
     INSTANCE,
-    SPAN,
-    advance,
     allowed,
     states,
 )
-from governance_core.storage.protocol import Filter, Record
+from governance_core.views import model_view
 
 __all__ = [
     "FINISH_STATUSES",
     "PURPOSES",
     "SORTABLE",
     "STATUSES",
-    "advance_instance",
     "instance_details",
     "load_instance",
     "span_counts_output",
@@ -78,34 +69,14 @@ def instance_details(
 
     ``rulesets`` shares risk ruleset lookups across the rows of a list.
     """
-    instance = from_record(AgentInstance, record)
-    insights = run_insights(ctx, record, rulesets)
-    return {
-        "id": instance.id,
-        "account_id": instance.account_id,
-        "agent_id": instance.agent_id,
-        "agent_version_id": instance.agent_version_id,
-        "agent_deployment_id": instance.agent_deployment_id,
-        "agent_schema_version_id": instance.agent_schema_version_id,
-        "environment_id": instance.environment_id,
-        "external_identifier": instance.external_identifier,
-        "purpose": instance.purpose,
-        "status": instance.status,
-        "termination_reason": instance.termination_reason,
-        "started_at": instance.started_at,
-        "finished_at": instance.finished_at,
-        "last_activity_span_at": instance.last_activity_span_at,
-        "inserted_at": instance.inserted_at,
-        "updated_at": instance.updated_at,
-        "raised_alert_count": instance.raised_alert_count,
-        "quality_payloads": instance.quality_payloads,
-        "quality_summaries": insights["quality_summaries"],
-        "span_counts": span_counts_output(instance.span_counts),
-        "span_schema_counts": {"by_name": instance.span_schema_counts},
-        "cost_breakdown": insights["cost_breakdown"],
-        "risk_score": insights["risk_score"],
-        "type": "agent_instance",
-    }
+    insights = json_ready(run_insights(ctx, record, rulesets))
+    return model_view(
+        AgentInstance, record, "agent_instance",
+        hidden=("token_groups", "risk_critical_raised"),
+        span_counts=span_counts_output(record.get("span_counts") or {}),
+        span_schema_counts={"by_name": record.get("span_schema_counts") or {}},
+        **insights,
+    )
 
 
 def load_instance(ctx: Context, instance_id: object) -> Record:
@@ -125,59 +96,6 @@ def load_instance(ctx: Context, instance_id: object) -> Record:
     return record
 
 
-def advance_instance(ctx: Context, record: Record, trigger: str, **changes: Any) -> Record:
-    """Fire ``trigger`` on a stored instance and return the stored result.
-
-    ``invalid_action`` when the INSTANCE table has no such transition. The instance is stored
-    with ``changes`` (model-typed values), and the agent's ``instance_counts`` move from the
-    old status to the new one.
-    """
-    instance = from_record(AgentInstance, record)
-    status = advance(INSTANCE, instance.status, trigger, what="agent instance")
-    stored = save(
-        ctx, "agent_instance",
-        attrs.evolve(instance, status=status, updated_at=ctx.now, **changes),
-    )
-    if status != instance.status:
-        _move_instance_count(ctx, instance.agent_id, instance.status, status)
-    return stored
-
-
-def _move_instance_count(ctx: Context, agent_id: str, old: str, new: str) -> None:
-    record = ctx.store.get("agents", agent_id)
-    assert record is not None, "an instance's agent is never deleted"
-    agent = from_record(Agent, record)
-    counts = {**empty_instance_counts(), **agent.instance_counts}
-    counts[old] -= 1
-    counts[new] += 1
-    save(ctx, "agent", attrs.evolve(agent, instance_counts=counts))
-
-
-def _cancel_active_spans(ctx: Context, record: Record) -> Record:
-    """Cancel the run's active spans (SPAN ``terminate``), moving the run's span aggregates."""
-    spans = ctx.store.query(
-        "agent_spans",
-        [
-            tenant(ctx),
-            Filter("agent_instance_id", "eq", record["id"]),
-            Filter("status", "eq", "active"),
-        ],
-    )
-    if not spans:
-        return record
-    for before in spans:
-        span = from_record(AgentSpan, before)
-        status = advance(SPAN, span.status, "terminate", what="agent span")
-        after = save(
-            ctx, "agent_span",
-            attrs.evolve(span, status=status, finished_at=ctx.now, updated_at=ctx.now),
-        )
-        record = apply_span(record, before, after)
-    ctx.store.put("agent_instances", record)
-    follow_run_activity(ctx, record["agent_id"], record.get("last_activity_span_at"))
-    return record
-
-
 @operation("agent_instances/start", write=True, scopes=ANY_SCOPE)
 def start_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Start a pending run; any other run answers as it is (clients send start late)."""
@@ -186,7 +104,7 @@ def start_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
     fields.done()
     if allowed(INSTANCE, record["status"], "start"):
         record = advance_instance(ctx, record, "start", started_at=at or ctx.now)
-    return details_envelope(instance_details(ctx, record))
+    return ready_envelope(instance_details(ctx, record))
 
 
 @operation("agent_instances/finish", write=True, scopes=ANY_SCOPE)
@@ -197,7 +115,7 @@ def finish_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
     at = fields.timestamp("timestamp")
     fields.done()
     record = advance_instance(ctx, record, status, finished_at=at or ctx.now)
-    return details_envelope(instance_details(ctx, record))
+    return ready_envelope(instance_details(ctx, record))
 
 
 @operation("agent_instances/terminate", write=True)
@@ -209,15 +127,15 @@ def terminate_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
     record = advance_instance(
         ctx, record, "terminate", termination_reason=reason, finished_at=ctx.now
     )
-    record = _cancel_active_spans(ctx, record)
-    return details_envelope(instance_details(ctx, record))
+    record = cancel_active_spans(ctx, record)
+    return ready_envelope(instance_details(ctx, record))
 
 
 @operation("agent_instances/show", write=False, scopes=ANY_SCOPE)
 def show_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch an agent instance."""
     record = load_instance(ctx, fields.raw("agent_instance_id"))
-    return details_envelope(instance_details(ctx, record))
+    return ready_envelope(instance_details(ctx, record))
 
 
 @operation("agent_instances/list", write=False, scopes=ANY_SCOPE)

@@ -15,8 +15,8 @@ from governance_core.operations.common import (
     tenant,
 )
 from governance_core.registry import Context, operation
+from governance_core.repository import Filter, Record
 from governance_core.rules.schemas import DeclaredSchemas
-from governance_core.storage.protocol import Filter, Record
 
 __all__ = [
     "SORTABLE",

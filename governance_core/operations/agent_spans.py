@@ -14,52 +14,43 @@ from typing import Any
 import attrs
 
 from governance_core.clock import format_timestamp
-from governance_core.converter import from_record, to_record
-from governance_core.envelopes import details_envelope
-from governance_core.errors import NotFound
-from governance_core.fields import Fields
-from governance_core.ids import extract_partition
-from governance_core.models.agents import AgentSpan
-from governance_core.operations.common import (
-    KIND_TABLES,
-    equality_filters,
-    list_response,
-    load_record,
-    resolve_ref,
+from governance_core.converter import from_record, json_ready
+from governance_core.domain import runs
+from governance_core.domain.runs import (
+    NAME_MAX,
+    control,
+    in_reach,
 )
-from governance_core.operations.risk_alerts import raise_if_critical
-from governance_core.operations.run_risk import Rulesets, span_risk_fields
-from governance_core.operations.sensitive_values import (
+from governance_core.domain.sensitive_values import (
     SplitValues,
-    keep_values,
     may_reveal,
     reveal,
     split_member,
 )
-from governance_core.operations.span_records import (
-    NAME_MAX,
-    control,
-    entry_in,
-    in_reach,
-    payload_size,
+from governance_core.domain.supplied_ids import claim_id, read_supplied_id
+from governance_core.envelopes import details_envelope, ready_envelope
+from governance_core.errors import NotFound
+from governance_core.fields import Fields
+from governance_core.models.agents import AgentSpan
+from governance_core.operations.common import (
+    equality_filters,
+    list_response,
+    load_record,
     read_instance_ref,
-    record_span,
-    run_schema_version,
-    schema_entry,
+    resolve_ref,
 )
-from governance_core.operations.supplied_ids import claim_id, read_supplied_id
+from governance_core.operations.risk_alerts import raise_if_critical
+from governance_core.operations.run_risk import Rulesets, span_risk_fields
 from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.repository import Filter, Record
 from governance_core.rules.aggregates import ACTIVITY
-from governance_core.rules.payload_validation import validate_payload
 from governance_core.rules.states import (
     FINISH_STATUSES,
     SPAN,
     SPAN_CREATE_STATES,
-    advance,
     states,
 )
-from governance_core.rules.templates import render_template
-from governance_core.storage.protocol import Filter, Record
+from governance_core.views import model_view
 
 __all__ = [
     "FINISH_STATUSES",
@@ -109,8 +100,8 @@ class SpanTypes:
         instance_id = record["agent_instance_id"]
         if instance_id not in self._by_instance:
             instance = self._ctx.store.get("agent_instances", instance_id)
-            version = instance and self._ctx.store.get(
-                "agent_schema_versions", instance["agent_schema_version_id"]
+            version = instance and self._ctx.caches.schema_version(
+                self._ctx.store, instance["agent_schema_version_id"]
             )
             self._by_instance[instance_id] = (version or {}).get(SPAN_TYPES) or {}
         entry = self._by_instance[instance_id].get(record["schema_name"])
@@ -131,39 +122,18 @@ def span_details(
     Sensitive values are put back unless the view is redacted; ``risk_score`` and
     ``risk_level`` are added when the view asks (``rulesets`` shares their lookups in a list).
     """
-    span = from_record(AgentSpan, record)
-    details = {
-        "id": span.id,
-        "account_id": span.account_id,
-        "agent_id": span.agent_id,
-        "agent_instance_id": span.agent_instance_id,
-        "parent_span_id": span.parent_span_id,
-        "schema_name": span.schema_name,
-        "schema_title": span.schema_title,
-        "status": span.status,
-        "purpose": span.purpose,
-        "started_at": span.started_at,
-        "finished_at": span.finished_at,
-        "payload": span.payload,
-        "result_payload": span.result_payload,
-        "sensitive_encoding": span.sensitive_encoding,
-        "data_risk": None if span_type is None else span_type.get("data_risk"),
-        "summary": span.summary if view.include_summary else None,
-        "size_bytes": span.size_bytes,
-        "schema_known": span.schema_known,
-        "payload_validation": span.payload_validation,
-        "result_payload_validation": span.result_payload_validation,
-        "inserted_at": span.inserted_at,
-        "updated_at": span.updated_at,
-        "type": "agent_span",
-    }
-    if span.sensitive_encoding and not view.redacted:
-        details.update(reveal(ctx, span.id, {
-            "payload": span.payload, "result_payload": span.result_payload,
+    details = model_view(
+        AgentSpan, record, "agent_span",
+        data_risk=None if span_type is None else span_type.get("data_risk"),
+        summary=record.get("summary") if view.include_summary else None,
+    )
+    if details["sensitive_encoding"] and not view.redacted:
+        details.update(reveal(ctx, details["id"], {
+            "payload": details["payload"], "result_payload": details["result_payload"],
         }))
     if view.include_risk:
-        ruleset = (rulesets or Rulesets(ctx)).for_agent(span.agent_id)
-        details.update(span_risk_fields(span_type, ruleset))
+        ruleset = (rulesets or Rulesets(ctx)).for_agent(details["agent_id"])
+        details.update(json_ready(span_risk_fields(span_type, ruleset)))
     return details
 
 
@@ -178,52 +148,6 @@ def load_span(ctx: Context, span_id: object) -> Record:
     if instance is None or not in_reach(ctx, instance):
         raise NotFound("agent_span not found")
     return record
-
-
-def _parent_to_come(ctx: Context, parent_id: str | None) -> bool:
-    """Whether ``parent_id`` names a parent that has not arrived yet.
-
-    That is a well-formed id of the caller's partition that no record holds: the child keeps
-    it, and is linked when a span with that id is created.
-    """
-    assert ctx.principal is not None
-    return (
-        parent_id is not None
-        and ctx.store.get("agent_spans", parent_id) is None
-        and extract_partition(parent_id) == ctx.principal.partition
-        and all(ctx.store.get(table, parent_id) is None for table in KIND_TABLES.values())
-    )
-
-
-def _named_by_another_run(ctx: Context, span_id: str, instance_id: str) -> bool:
-    """Whether spans of another run already name ``span_id`` as their parent to come."""
-    return bool(ctx.store.query("agent_spans", [
-        Filter("parent_span_id", "eq", span_id), Filter("agent_instance_id", "ne", instance_id),
-    ], limit=1))
-
-
-def _derived(
-    entry: dict[str, Any] | None, payload: dict[str, Any], result: dict[str, Any] | None
-) -> dict[str, Any]:
-    """Return what a span's payloads and type give it.
-
-    Whether the type is declared, each payload's check result, the summary rendered from
-    the type's template (the payload merged with the result, the result winning) and the
-    size estimate.
-    """
-    size = payload_size(payload, result)
-    if entry is None:
-        return {"schema_known": False, "payload_validation": None,
-                "result_payload_validation": None, "summary": None, "size_bytes": size}
-    return {
-        "schema_known": True,
-        "payload_validation": validate_payload(entry.get("params_schema"), payload),
-        "result_payload_validation": (
-            None if result is None else validate_payload(entry.get("result_schema"), result)
-        ),
-        "summary": render_template(entry.get("template"), {**payload, **(result or {})}),
-        "size_bytes": size,
-    }
 
 
 @operation("agent_spans/create", write=True, scopes=ANY_SCOPE)
@@ -248,7 +172,7 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     started_at = fields.timestamp("started_at") or ctx.now
     finished_at = fields.timestamp("finished_at")
     parent = (
-        None if _parent_to_come(ctx, parent_id)
+        None if runs.parent_to_come(ctx, parent_id)
         else resolve_ref(ctx, fields, "parent_span_id", "agent_span", parent_id)
     )
     same_run = parent is None or instance is None or parent["agent_instance_id"] == instance["id"]
@@ -262,42 +186,24 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         finished_at = max(started_at, ctx.now)
     if finished_at is not None and finished_at < started_at:
         fields.errors.invalid("finished_at", "finished_at may not be before started_at")
-    if requested is not None and instance is not None and _named_by_another_run(
+    if requested is not None and instance is not None and runs.named_by_another_run(
         ctx, requested, instance["id"]
     ):
         fields.errors.invalid("id", "spans of another run already name this id as their parent")
     fields.done()
     assert instance is not None and schema_name is not None
-    span_id = claim_id(ctx, requested)
-    schema_version = run_schema_version(ctx, instance)
-    entry = entry_in(schema_version, SPAN_TYPES, schema_name)
-    span = AgentSpan(
-        id=span_id, account_id=ctx.account_id, agent_id=instance["agent_id"],
-        agent_instance_id=instance["id"], parent_span_id=parent_id, schema_name=schema_name,
-        schema_title=(entry or {}).get("title") or schema_name, status=status,
-        purpose=ACTIVITY, started_at=started_at, finished_at=finished_at, inserted_at=ctx.now,
-        updated_at=ctx.now, payload=payload, result_payload=result_payload,
-        sensitive_encoding=sensitive, **_derived(entry, payload, result_payload),
+    written = runs.create_span(ctx, runs.NewSpan(
+        instance=instance, id=claim_id(ctx, requested), schema_name=schema_name,
+        status=status, started_at=started_at, finished_at=finished_at, payload=payload,
+        result_payload=result_payload, parent_span_id=parent_id, sensitive_encoding=sensitive,
+        kept=kept,
+    ))
+    instance = raise_if_critical(
+        ctx, written.instance, written.span, written.schema_version, written.span_type,
+        written.agent,
     )
-    instance = record_span(ctx, instance, span)
-    if sensitive:
-        keep_values(ctx, span_id, kept)
-    span_record = to_record(span)
-    instance = raise_if_critical(ctx, instance, span_record, schema_version, entry)
-    details = span_details(ctx, span_record, SpanView(), entry)
-    return details_envelope(details, **control(instance))
-
-
-def _cancelled_by_termination(instance: Record, span: AgentSpan) -> bool:
-    """Whether the run's termination cancelled ``span`` (then a finish is answered as is)."""
-    terminated_at = instance.get("finished_at")
-    return (
-        instance["status"] == "terminated"
-        and span.status == "cancelled"
-        and span.finished_at is not None
-        and terminated_at is not None
-        and format_timestamp(span.finished_at) >= terminated_at
-    )
+    details = span_details(ctx, written.span, SpanView(), written.span_type)
+    return ready_envelope(details, **control(instance))
 
 
 @operation("agent_spans/finish", write=True, scopes=ANY_SCOPE)
@@ -316,26 +222,12 @@ def finish_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     if finished_at < span.started_at:
         fields.errors.invalid("timestamp", "timestamp may not be before the span's started_at")
     fields.done()
-    instance = ctx.store.get("agent_instances", span.agent_instance_id)
-    assert instance is not None, "a span's run is never deleted before its spans"
-    activity = span.purpose == ACTIVITY
-    entry = schema_entry(ctx, instance, SPAN_TYPES, span.schema_name) if activity else None
-    if _cancelled_by_termination(instance, span):
-        return details_envelope(span_details(ctx, record, SpanView(), entry), **control(instance))
-    status = advance(SPAN, span.status, asked, what="agent span")
-    derived = _derived(entry, span.payload, result_payload)
-    # The payload's check stands as made at creation; the schema version never changes.
-    derived.pop("payload_validation")
-    finished = attrs.evolve(
-        span, status=status, finished_at=finished_at, result_payload=result_payload,
-        sensitive_encoding=span.sensitive_encoding or sensitive, updated_at=ctx.now, **derived,
-    )
-    instance = record_span(ctx, instance, finished, before=span)
-    if sent_result and finished.sensitive_encoding:
-        # A new result replaces the values kept for the old one (none when sent in clear).
-        keep_values(ctx, span.id, {"result_payload": result_values})
-    details = span_details(ctx, to_record(finished), SpanView(), entry)
-    return details_envelope(details, **control(instance))
+    written = runs.finish_span(ctx, record, runs.SpanFinish(
+        status=asked, finished_at=finished_at, result_payload=result_payload,
+        sent_result=sent_result, sensitive_encoding=sensitive, result_values=result_values,
+    ))
+    details = span_details(ctx, written.span, SpanView(), written.span_type)
+    return ready_envelope(details, **control(written.instance))
 
 
 @operation("agent_spans/show", write=False, scopes=ANY_SCOPE)

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from governance_core.converter import from_record
+from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope, list_envelope
 from governance_core.errors import Conflict, InvalidAction
 from governance_core.fields import Fields
@@ -22,12 +23,11 @@ from governance_core.operations.common import (
     save,
     tenant,
 )
-from governance_core.operations.supplied_ids import claim_id, read_supplied_id
 from governance_core.pagination import parse_page_request, parse_sorting
 from governance_core.registry import Context, operation
+from governance_core.repository import Filter, Record
 from governance_core.rules.actions import AGENT_STATUSES, agent_status, available_actions
-from governance_core.rules.states import AGENT, TOKEN, advance, reinstated_state
-from governance_core.storage.protocol import Filter, Record
+from governance_core.rules.states import AGENT, TOKEN, advance, initial, reinstated_state
 
 __all__ = [
     "SORTABLE",
@@ -177,7 +177,7 @@ def create_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
     assert name is not None
     check_external_identifier(ctx, external_identifier)
     agent = Agent(
-        id=claim_id(ctx, requested), account_id=ctx.account_id, name=name, status="pending",
+        id=claim_id(ctx, requested), account_id=ctx.account_id, name=name, status=initial(AGENT),
         inserted_at=ctx.now, updated_at=ctx.now, description=description,
         external_identifier=external_identifier,
         owner_person_id=references.get("owner_person_id"),

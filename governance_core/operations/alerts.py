@@ -14,6 +14,14 @@ from typing import Any
 import attrs
 
 from governance_core.converter import from_record, to_record
+from governance_core.domain.runs import NAME_MAX, in_reach, schema_entry, system_span
+from governance_core.domain.sensitive_values import (
+    SplitValues,
+    keep_values,
+    may_reveal,
+    reveal,
+    split_member,
+)
 from governance_core.envelopes import details_envelope, success
 from governance_core.errors import AlertAlreadyCleared, AlertUnknown, InvalidValue, NotFound
 from governance_core.fields import Fields
@@ -23,27 +31,14 @@ from governance_core.operations.common import (
     list_response,
     load_record,
     reach_filters,
+    read_instance_ref,
     ref_error,
     tenant,
 )
-from governance_core.operations.sensitive_values import (
-    SplitValues,
-    keep_values,
-    may_reveal,
-    reveal,
-    split_member,
-)
-from governance_core.operations.span_records import (
-    NAME_MAX,
-    in_reach,
-    read_instance_ref,
-    schema_entry,
-    system_span,
-)
 from governance_core.registry import ANY_SCOPE, Context, operation
-from governance_core.rules.states import ALERT, advance, states
+from governance_core.repository import Filter, Record
+from governance_core.rules.states import ALERT, advance, initial, states
 from governance_core.rules.templates import render_template
-from governance_core.storage.protocol import Filter, Record
 
 __all__ = [
     "SEVERITIES",
@@ -151,7 +146,7 @@ def raise_alert(
         alert = Alert(
             id=ctx.new_id(), account_id=instance["account_id"], agent_id=instance["agent_id"],
             agent_instance_id=instance["id"], environment_id=instance["environment_id"],
-            name=name, status="raised", raised_at=at, inserted_at=ctx.now, updated_at=ctx.now,
+            name=name, status=initial(ALERT), raised_at=at, inserted_at=ctx.now, updated_at=ctx.now,
             **content,
         )
         return _record_event(ctx, instance, alert, "raised", 1)

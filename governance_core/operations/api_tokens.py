@@ -15,8 +15,8 @@ from governance_core.fields import Fields
 from governance_core.models.accounts import ApiToken
 from governance_core.operations.common import list_response, load, resolve_ref, save
 from governance_core.registry import Context, operation
-from governance_core.rules.states import TOKEN, advance, states
-from governance_core.storage.protocol import Filter, Record
+from governance_core.repository import Filter, Record
+from governance_core.rules.states import TOKEN, advance, initial, states
 
 __all__ = ["SCOPES", "STATUSES", "api_token_details", "issue_token"]
 
@@ -39,7 +39,7 @@ def issue_token(
     secret = new_secret()
     token = ApiToken(
         id=ctx.new_id(), account_id=ctx.account_id, token_hash=hash_secret(secret),
-        token_scope=scope, status="active", inserted_at=ctx.now, updated_at=ctx.now,
+        token_scope=scope, status=initial(TOKEN), inserted_at=ctx.now, updated_at=ctx.now,
         admin_user_id=admin_user_id, agent_id=agent_id, environment_id=environment_id,
         expires_at=expires_at, description=description,
     )

@@ -6,14 +6,14 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from governance_core.converter import from_record, to_record
+from governance_core.domain.runs import in_reach
 from governance_core.envelopes import list_envelope
 from governance_core.errors import InvalidValue, NotFound, UnexpectedRefType
 from governance_core.fields import Fields
 from governance_core.ids import is_pfid
 from governance_core.pagination import parse_page_request, parse_sorting
 from governance_core.registry import Context
-from governance_core.storage.protocol import Filter, Record
-from governance_core.storage.schema import TABLES
+from governance_core.repository import KIND_TABLES, Filter, Record, tenant_filter
 
 __all__ = [
     "KIND_TABLES",
@@ -21,6 +21,7 @@ __all__ = [
     "list_response",
     "load",
     "load_record",
+    "read_instance_ref",
     "reach_filters",
     "resolve_ref",
     "save",
@@ -29,29 +30,11 @@ __all__ = [
 
 T = TypeVar("T")
 
-KIND_TABLES: dict[str, str] = {
-    "account": "accounts",
-    "admin_user": "admin_users",
-    "admin_user_invite": "admin_user_invites",
-    "api_token": "api_tokens",
-    "person": "people",
-    "team": "teams",
-    "environment": "environments",
-    "risk_profile": "risk_profiles",
-    "agent": "agents",
-    "agent_version": "agent_versions",
-    "agent_schema_version": "agent_schema_versions",
-    "agent_deployment": "agent_deployments",
-    "agent_instance": "agent_instances",
-    "agent_span": "agent_spans",
-    "alert": "alerts",
-}
-"""Each resource kind (its ``type``) and the table that holds it."""
 
 
 def tenant(ctx: Context) -> Filter:
     """The filter that keeps a query inside the caller's account."""
-    return Filter("account_id", "eq", ctx.account_id)
+    return tenant_filter(ctx.account_id)
 
 
 def load_record(ctx: Context, kind: str, record_id: object) -> Record:
@@ -158,7 +141,6 @@ def list_response(
     page = parse_page_request(fields.data, fields.errors)
     sorting = parse_sorting(fields.data, sortable, fields.errors)
     fields.done()
-    assert table in TABLES
     conditions = [tenant(ctx), *filters] if scoped else list(filters)
     total = ctx.store.count(table, conditions)
     records = ctx.store.query(
@@ -169,3 +151,19 @@ def list_response(
         limit=page.page_size,
     )
     return list_envelope([summarize(r) for r in records], page, total, sorting)
+
+
+def read_instance_ref(
+    ctx: Context, fields: Fields, name: str = "agent_instance_id"
+) -> Record | None:
+    """Read the instance a body member names (required).
+
+    A malformed or unknown id is a field error on ``name`` (``invalid_value``; another kind
+    of resource: ``unexpected_ref_type``); an instance outside an ingestion token's reach is
+    ``not_found``, as if it did not exist.
+    """
+    instance_id = fields.id(name, required=True)
+    instance = resolve_ref(ctx, fields, name, "agent_instance", instance_id)
+    if instance is not None and not in_reach(ctx, instance):
+        raise NotFound("agent_instance not found")
+    return instance

@@ -14,7 +14,7 @@ from governance_core.models.accounts import Environment
 from governance_core.operations.accounts import require_own_account
 from governance_core.operations.common import list_response, load, save, tenant
 from governance_core.registry import Context, operation
-from governance_core.storage.protocol import Filter, Record
+from governance_core.repository import Filter, Record
 
 __all__ = ["DEFAULT_PURPOSE", "PURPOSES", "environment_details"]
 

@@ -7,15 +7,15 @@ from typing import Any
 import attrs
 
 from governance_core.converter import to_record
+from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope
 from governance_core.fields import Fields
 from governance_core.ids import is_pfid
 from governance_core.models.accounts import Person, TeamMembership
 from governance_core.operations.common import list_response, load, resolve_ref, save, tenant
-from governance_core.operations.supplied_ids import claim_id, read_supplied_id
 from governance_core.registry import Context, operation
+from governance_core.repository import Filter, Record
 from governance_core.rules.emails import MAX_EMAIL_LENGTH, is_email
-from governance_core.storage.protocol import Filter, Record
 
 __all__ = ["person_details", "person_summary", "person_team_ids"]
 

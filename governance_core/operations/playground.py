@@ -30,7 +30,7 @@ from governance_core.operations.agent_instances import instance_details, load_in
 from governance_core.operations.agent_schema_versions import schema_version_full
 from governance_core.operations.agent_versions import agent_version_details
 from governance_core.operations.registration import register_instance
-from governance_core.registry import REGISTRY, Context, operation
+from governance_core.registry import Context, operation
 
 __all__ = ["AGENT", "AGENT_VERSION", "SCHEMA_VERSION"]
 
@@ -272,7 +272,7 @@ SCHEMA_VERSION: Final[dict[str, Any]] = {
 
 def _call(ctx: Context, name: str, params: dict[str, Any]) -> dict[str, Any]:
     """Run a registered operation as a client call would, inside this operation's write."""
-    return REGISTRY[name].handler(ctx, Fields(params))
+    return ctx.registry[name].handler(ctx, Fields(params))
 
 
 @operation("playground/create_loan_application_review_agent", write=True)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from governance_core.domain.runs import NAME_MAX, system_span
 from governance_core.envelopes import details_envelope
 from governance_core.errors import InvalidValue
 from governance_core.fields import Fields
 from governance_core.operations.agent_instances import instance_details, load_instance
-from governance_core.operations.span_records import NAME_MAX, system_span
 from governance_core.registry import ANY_SCOPE, Context, operation
-from governance_core.storage.protocol import Record
+from governance_core.repository import Record
 
 __all__ = ["set_quality"]
 

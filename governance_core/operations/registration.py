@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from governance_core.converter import from_record
+from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope
 from governance_core.errors import Conflict, InvalidAction, NotFound, NotPermitted
 from governance_core.fields import Fields
@@ -22,11 +23,10 @@ from governance_core.operations.agent_instances import PURPOSES, instance_detail
 from governance_core.operations.agent_schema_versions import find_or_create_schema_version
 from governance_core.operations.agent_versions import find_agent_version, register_agent_version
 from governance_core.operations.common import resolve_ref, save, tenant
-from governance_core.operations.supplied_ids import claim_id, read_supplied_id
 from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.repository import Filter, Record
 from governance_core.rules.schemas import DeclaredSchemas, normalize_schemas
-from governance_core.rules.states import AGENT, advance, allowed
-from governance_core.storage.protocol import Filter, Record
+from governance_core.rules.states import AGENT, INSTANCE, advance, allowed, initial
 
 __all__ = ["Registration", "register_instance"]
 
@@ -179,7 +179,7 @@ def register_instance(ctx: Context, fields: Fields) -> Registration:
         id=instance_id, account_id=ctx.account_id, agent_id=agent.id,
         agent_version_id=version["id"], agent_deployment_id=deployment.id,
         environment_id=environment["id"], agent_schema_version_id=schema_version["id"],
-        purpose=purpose, status="pending", inserted_at=ctx.now, updated_at=ctx.now,
+        purpose=purpose, status=initial(INSTANCE), inserted_at=ctx.now, updated_at=ctx.now,
         external_identifier=external_identifier,
     ))
     _count_registration(ctx, agent)

@@ -17,8 +17,8 @@ from governance_core.converter import json_ready
 from governance_core.operations.alerts import raise_alert
 from governance_core.operations.run_risk import Rulesets, instance_risk_score
 from governance_core.registry import Context
+from governance_core.repository import Record
 from governance_core.rules.risk import is_assessable
-from governance_core.storage.protocol import Record
 
 __all__ = ["RISK_CRITICAL", "raise_if_critical"]
 
@@ -32,12 +32,14 @@ def raise_if_critical(
     span: Record,
     schema_version: Record | None,
     span_type: Mapping[str, Any] | None,
+    agent: Record | None = None,
 ) -> Record:
     """Raise ``risk_critical`` if the new activity ``span`` took its run to critical.
 
     ``instance`` is the run as stored after the span write, ``schema_version`` the run's
     schema version (already read by the span write) and ``span_type`` the span's entry in it.
-    Returns the instance as stored afterwards. The alert's payload names the score, the
+    ``agent`` is the run's agent when the span write read it. Returns the instance as stored
+    afterwards. The alert's payload names the score, the
     threshold and the span that crossed it; the alert schema ``risk_critical``, when the
     run's schema version declares one, gives its title and summary.
     """
@@ -45,7 +47,7 @@ def raise_if_critical(
         return instance
     if span_type is None or not is_assessable(span_type.get("data_risk")):
         return instance
-    ruleset = Rulesets(ctx).for_agent(instance["agent_id"])
+    ruleset = Rulesets(ctx).for_agent(instance["agent_id"], agent)
     score = instance_risk_score(instance, schema_version, ruleset)
     if score is None or score["risk_level"] != "critical":
         return instance

@@ -14,8 +14,8 @@ from governance_core.fields import Fields
 from governance_core.models.accounts import RiskProfile
 from governance_core.operations.common import list_response, load, save, tenant
 from governance_core.registry import Context, operation
+from governance_core.repository import Filter, Record
 from governance_core.rules.risk import DEFAULT_RULESET, Ruleset, parse_ruleset
-from governance_core.storage.protocol import Filter, Record
 
 __all__ = [
     "default_profile",

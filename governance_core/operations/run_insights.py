@@ -13,10 +13,10 @@ from typing import Any
 
 from governance_core.operations.run_risk import Rulesets, instance_risk_score
 from governance_core.registry import Context
+from governance_core.repository import Record
 from governance_core.rules.cost import PricingCatalogue, cost_breakdown
 from governance_core.rules.templates import render_template
 from governance_core.rules.token_groups import stored_token_groups
-from governance_core.storage.protocol import Record
 
 __all__ = ["instance_cost", "quality_summaries", "run_insights"]
 
@@ -55,7 +55,7 @@ def run_insights(
 
     ``rulesets`` shares ruleset lookups across the rows of one list.
     """
-    schema_version = ctx.store.get("agent_schema_versions", instance["agent_schema_version_id"])
+    schema_version = ctx.caches.schema_version(ctx.store, instance["agent_schema_version_id"])
     ran = any(count > 0 for count in (instance.get("span_schema_counts") or {}).values())
     risk_score = None
     if ran:

@@ -15,8 +15,8 @@ from typing import Any
 
 from governance_core.operations.risk_profiles import ruleset_for
 from governance_core.registry import Context
+from governance_core.repository import Record
 from governance_core.rules.risk import Ruleset, is_assessable, risk_level, score_run, type_score
-from governance_core.storage.protocol import Record
 
 __all__ = [
     "Rulesets",
@@ -33,10 +33,14 @@ class Rulesets:
         self._ctx = ctx
         self._by_agent: dict[str, Ruleset] = {}
 
-    def for_agent(self, agent_id: str) -> Ruleset:
-        """Return the ruleset scoring the agent: its risk profile's, else the account default's."""
+    def for_agent(self, agent_id: str, agent: Record | None = None) -> Ruleset:
+        """Return the ruleset scoring the agent: its risk profile's, else the account default's.
+
+        ``agent`` is the agent's record when the caller has read it already.
+        """
         if agent_id not in self._by_agent:
-            agent = self._ctx.store.get("agents", agent_id)
+            if agent is None or agent.get("id") != agent_id:
+                agent = self._ctx.store.get("agents", agent_id)
             profile_id = None if agent is None else agent.get("risk_profile_id")
             self._by_agent[agent_id] = ruleset_for(self._ctx, profile_id)
         return self._by_agent[agent_id]

@@ -11,7 +11,7 @@ from governance_core.fields import Fields
 from governance_core.models.accounts import Team
 from governance_core.operations.common import list_response, load, save, tenant
 from governance_core.registry import Context, operation
-from governance_core.storage.protocol import Filter, Record
+from governance_core.repository import Filter, Record
 
 __all__ = ["team_details", "team_summary"]
 

@@ -130,23 +130,33 @@ _PROVIDER_PATHS: Final = ("provider", "gen_ai.provider.name", "inputs.ai.model.p
 _MISSING: Final = object()
 
 
+@functools.cache
+def _cuts(parts: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each key a dotted path may start with (longest first) and the parts left after it."""
+    return tuple((".".join(parts[:cut]), parts[cut:]) for cut in range(len(parts), 0, -1))
+
+
 def _lookup(value: object, parts: tuple[str, ...]) -> object:
     """Follow a dotted path whose dots may be literal in keys or nesting, or both."""
     if not parts:
         return value
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         return _MISSING
-    for cut in range(len(parts), 0, -1):
-        key = ".".join(parts[:cut])
+    for key, rest in _cuts(parts):
         if key in value:
-            found = _lookup(value[key], parts[cut:])
+            found = _lookup(value[key], rest)
             if found is not _MISSING:
                 return found
     return _MISSING
 
 
+@functools.cache
+def _parts(dotted: str) -> tuple[str, ...]:
+    return tuple(dotted.split("."))
+
+
 def _path(value: object, dotted: str) -> object:
-    return _lookup(value, tuple(dotted.split(".")))
+    return _lookup(value, _parts(dotted))
 
 
 def _count(value: object) -> int | None:
@@ -174,8 +184,21 @@ def _name(payload: object, paths: tuple[str, ...]) -> str | None:
     return None
 
 
+@functools.cache
+def _first_keys(form: _Form) -> frozenset[str]:
+    """Every top-level key a path of ``form`` can start with (dots literal or nesting)."""
+    return frozenset(
+        key for path in (form.input, form.output, form.cache_read) for key, _ in _cuts(_parts(path))
+    )
+
+
 def _counts(payload: object) -> tuple[int, int, int] | None:
+    if type(payload) is not dict and not isinstance(payload, Mapping):
+        return None
     for form in _FORMS:
+        if _first_keys(form).isdisjoint(payload):
+            # None of the form's paths can start in this payload.
+            continue
         found = [_count(_path(payload, p)) for p in (form.input, form.output, form.cache_read)]
         if all(count is None for count in found):
             continue

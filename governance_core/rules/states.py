@@ -1,7 +1,8 @@
 """Every state machine of the library, as data: one transition table per machine.
 
-Nothing else assigns a status. ``advance(MACHINE, state, trigger)`` answers the new state or
-raises ``invalid_action``; docs and tests are derived from these tables.
+Nothing else assigns a status: a resource is created in its machine's :data:`INITIAL` state
+(``initial(AGENT)``) and moves by ``advance(MACHINE, state, trigger)``, which answers the new
+state or raises ``invalid_action``; docs and tests are derived from these tables.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ __all__ = [
     "TOKEN",
     "Machine",
     "FINISH_STATUSES",
+    "INITIAL",
     "SPAN_CREATE_STATES",
     "advance",
     "allowed",
+    "initial",
     "reinstated_state",
     "states",
 ]
@@ -104,6 +107,24 @@ MACHINES: Mapping[str, Machine] = {
     "admin_user_invite": INVITE,
     "api_token": TOKEN,
 }
+
+INITIAL: Mapping[str, str] = {
+    "agent_instance": "pending",
+    "agent": "pending",
+    "alert": "raised",
+    "admin_user_invite": "pending",
+    "api_token": "active",
+}
+"""The state each machine's resources are created in, by machine name. A span is created in
+the state its create asks for (:data:`SPAN_CREATE_STATES`)."""
+
+
+def initial(machine: Machine) -> str:
+    """The state a resource of ``machine`` is created in."""
+    for name, table in MACHINES.items():
+        if table is machine:
+            return INITIAL[name]
+    raise ValueError("not a machine of this module")
 
 
 def states(machine: Machine) -> tuple[str, ...]:

@@ -1,41 +1,56 @@
-"""The storage port and its adapters, and :func:`open_store` to open one from a location."""
+"""The storage port and its adapters; :func:`open_store` opens one from a location.
+
+The adapters are imported when first named, so using one never loads another (the PostgreSQL
+adapter needs the ``postgres`` extra).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from governance_core.storage.memory import MemoryStore
 from governance_core.storage.protocol import Filter, Record, SortKey, Store
-from governance_core.storage.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from governance_core.storage.memory import MemoryStore
+    from governance_core.storage.sqlite import SQLiteStore
 
 __all__ = ["Filter", "MemoryStore", "Record", "SQLiteStore", "SortKey", "Store", "open_store"]
 
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-_SQLITE_SCHEME = "sqlite://"
+_SQLITE_URL = "sqlite:///"
+_POSTGRES_URLS = ("postgresql://", "postgres://")
 
 
 def open_store(location: str | Path) -> Store:
-    """Open the store a location names.
+    """Open the store at ``location``.
 
-    ``":memory:"``, a file path or ``sqlite:///path`` (``sqlite:////absolute/path``) is a
-    :class:`SQLiteStore`; ``postgresql://...`` or ``postgres://...`` is a
-    :class:`~governance_core.storage.postgres.PostgresStore` (the ``postgres`` extra). Any
-    other ``scheme://`` is refused with ``ValueError``.
+    ``":memory:"``, a file path or ``sqlite:///path`` (``sqlite:////absolute/path``) is SQLite,
+    which creates the file when missing; ``postgresql://...`` or ``postgres://...`` is
+    PostgreSQL (:class:`~governance_core.storage.postgres.PostgresStore`). Another
+    ``scheme://`` is ``ValueError``.
     """
-    if isinstance(location, Path):
-        return SQLiteStore(location)
-    if not isinstance(location, str):
-        raise ValueError(f"a store location is a path or a URL, not {location!r}")
-    if location.startswith(_POSTGRES_SCHEMES):
-        # Imported here only: psycopg is an optional dependency.
+    text = str(location)
+    if text.startswith(_POSTGRES_URLS):
         from governance_core.storage.postgres import PostgresStore
 
-        return PostgresStore(location)
-    if location.startswith(_SQLITE_SCHEME):
-        path = location.removeprefix(_SQLITE_SCHEME).removeprefix("/")
-        return SQLiteStore(path or ":memory:")
-    if "://" in location:
-        scheme = location.partition("://")[0]
-        raise ValueError(f"unknown store scheme {scheme!r}: use a file path, sqlite:// or"
-                         " postgresql://")
-    return SQLiteStore(location)
+        return PostgresStore(text)
+    if text.startswith(_SQLITE_URL):
+        text = text[len(_SQLITE_URL):]
+    elif "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise ValueError(f"no store adapter for {scheme}:// locations")
+    from governance_core.storage.sqlite import SQLiteStore
+
+    return SQLiteStore(text)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MemoryStore":
+        from governance_core.storage.memory import MemoryStore
+
+        return MemoryStore
+    if name == "SQLiteStore":
+        from governance_core.storage.sqlite import SQLiteStore
+
+        return SQLiteStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

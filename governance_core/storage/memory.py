@@ -33,35 +33,39 @@ class MemoryStore:
     def __init__(self) -> None:
         self._tables: dict[str, dict[str, str]] = {name: {} for name in TABLES}
         self._lock = threading.RLock()
-        self._depth = 0
-        self._undo: dict[tuple[str, str], str | None] = {}
+        # One undo log per open block, innermost last: a block that fails undoes its own.
+        self._undo: list[dict[tuple[str, str], str | None]] = []
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """Serialise writers; undo every change of the outermost block on error."""
+        """Serialise writers; a block that fails undoes its own changes (nested: a savepoint)."""
         with self._lock:
-            self._depth += 1
+            undo: dict[tuple[str, str], str | None] = {}
+            self._undo.append(undo)
             try:
                 yield
             except BaseException:
-                if self._depth == 1:
-                    self._rollback()
+                self._rollback(undo)
                 raise
             finally:
-                self._depth -= 1
-                if self._depth == 0:
-                    self._undo.clear()
+                self._undo.pop()
+            if self._undo:
+                # The enclosing block now answers for these changes, oldest value first.
+                outer = self._undo[-1]
+                for key, previous in undo.items():
+                    outer.setdefault(key, previous)
 
-    def _rollback(self) -> None:
-        for (table, record_id), previous in self._undo.items():
+    def _rollback(self, undo: dict[tuple[str, str], str | None]) -> None:
+        for (table, record_id), previous in undo.items():
             if previous is None:
                 self._tables[table].pop(record_id, None)
             else:
                 self._tables[table][record_id] = previous
 
     def _remember(self, table: str, record_id: str) -> None:
-        if (table, record_id) not in self._undo:
-            self._undo[(table, record_id)] = self._tables[table].get(record_id)
+        undo = self._undo[-1]
+        if (table, record_id) not in undo:
+            undo[(table, record_id)] = self._tables[table].get(record_id)
 
     def get(self, table: str, record_id: str) -> Record | None:
         """Return the record with ``record_id``, or None."""

@@ -55,7 +55,11 @@ class Store(Protocol):
     """What the core needs from storage. Every method is safe to call inside a transaction."""
 
     def transaction(self) -> AbstractContextManager[None]:
-        """Open a write transaction; nested calls join the outer one; an exception rolls back."""
+        """Open a write transaction; an exception leaving the block rolls back its writes.
+
+        A nested block is a savepoint: an exception leaving it rolls back only that block's
+        writes, and the enclosing transaction may go on; the outermost block commits.
+        """
         ...
 
     def get(self, table: str, record_id: str) -> Record | None:

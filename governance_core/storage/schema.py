@@ -28,19 +28,35 @@ class Column:
 
 @attrs.frozen
 class Table:
-    """A table: its declared fields and the composite indexes worth keeping."""
+    """A table: its declared fields and the indexes worth keeping.
+
+    ``index_each`` indexes every declared field on its own besides ``indexes``; a table
+    written on every span (spans, runs) indexes only what its lists filter and sort on, since
+    each index is one more B-tree every write updates.
+    """
 
     name: str
     columns: tuple[Column, ...]
     indexes: tuple[tuple[str, ...], ...] = ()
+    index_each: bool = True
+
+    def wanted_indexes(self) -> list[tuple[str, ...]]:
+        """Every index of the table, as tuples of field names."""
+        single = [(column.name,) for column in self.columns] if self.index_each else []
+        return single + [index for index in self.indexes if index not in single]
 
 
-def _t(name: str, *fields: str, indexes: tuple[tuple[str, ...], ...] = ()) -> Table:
+def _t(
+    name: str,
+    *fields: str,
+    indexes: tuple[tuple[str, ...], ...] = (),
+    index_each: bool = True,
+) -> Table:
     columns = []
     for field in ("account_id", "inserted_at", *fields):
         column_name, _, column_type = field.partition(":")
         columns.append(Column(column_name, column_type or "text"))  # type: ignore[arg-type]
-    return Table(name, tuple(columns), indexes)
+    return Table(name, tuple(columns), indexes, index_each)
 
 
 TABLES: dict[str, Table] = {
@@ -69,12 +85,21 @@ TABLES: dict[str, Table] = {
             "agent_instances", "agent_id", "agent_version_id", "agent_deployment_id",
             "environment_id", "external_identifier", "status", "purpose", "started_at",
             "finished_at", "last_activity_span_at",
-            indexes=(("agent_id", "status"),),
+            indexes=(
+                ("account_id", "status"), ("agent_id", "status"),
+                ("agent_id", "external_identifier"), ("environment_id",),
+                ("agent_deployment_id",),
+            ),
+            index_each=False,
         ),
         _t(
             "agent_spans", "agent_instance_id", "agent_id", "parent_span_id", "schema_name",
             "status", "purpose", "started_at", "finished_at",
-            indexes=(("agent_instance_id", "started_at"),),
+            indexes=(
+                ("agent_instance_id", "started_at"), ("agent_id", "started_at"),
+                ("parent_span_id",),
+            ),
+            index_each=False,
         ),
         _t(
             "alerts", "agent_instance_id", "agent_id", "environment_id", "name", "status",
@@ -82,7 +107,7 @@ TABLES: dict[str, Table] = {
             indexes=(("agent_instance_id", "name"),),
         ),
         _t("sensitive_values", "owner_id"),
-        _t("idempotency_keys", "operation"),
+        _t("idempotency_keys", "operation", index_each=False),
     )
 }
 

@@ -80,7 +80,7 @@ class SQLiteStore:
         self._links_lock = threading.Lock()
         self._shared_lock = threading.RLock()
         self._shared = _Link(self._connect()) if self.path == ":memory:" else None
-        self._insert_sql = {table.name: _insert_sql(table) for table in TABLES.values()}
+        self._put_sql = {table.name: _put_sql(table) for table in TABLES.values()}
         with self._use() as link:
             _migrate(link.conn)
 
@@ -130,20 +130,23 @@ class SQLiteStore:
     # -- the port ------------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """``BEGIN IMMEDIATE`` on the outermost call; nested calls join it."""
+        """``BEGIN IMMEDIATE`` on the outermost call; a nested call is a savepoint."""
         with self._use() as link:
             outermost = link.depth == 0
-            if outermost:
-                link.conn.execute("BEGIN IMMEDIATE")
+            savepoint = f"nested_{link.depth}"
+            link.conn.execute("BEGIN IMMEDIATE" if outermost else f"SAVEPOINT {savepoint}")
             link.depth += 1
             try:
                 yield
-                if outermost:
-                    link.conn.execute("COMMIT")
+                link.conn.execute("COMMIT" if outermost else f"RELEASE {savepoint}")
             except BaseException:
                 # A failed COMMIT leaves the transaction open; some errors end it by themselves.
-                if outermost and link.conn.in_transaction:
-                    link.conn.execute("ROLLBACK")
+                if link.conn.in_transaction:
+                    if outermost:
+                        link.conn.execute("ROLLBACK")
+                    else:
+                        link.conn.execute(f"ROLLBACK TO {savepoint}")
+                        link.conn.execute(f"RELEASE {savepoint}")
                 raise
             finally:
                 link.depth -= 1
@@ -157,11 +160,17 @@ class SQLiteStore:
         return None if row is None else decode(row[0])
 
     def put(self, table: str, record: Record) -> None:
-        """Insert or replace the record and its declared columns."""
+        """Insert or replace the record and its declared columns.
+
+        On the tables rewritten on every span, a replacement that leaves every indexed column
+        as it was rewrites the row only, not its indexes (each is a page more a commit writes).
+        """
         values = column_values(table, record)
         values.append(encode(record))
+        upsert, otherwise = self._put_sql[table]
         with self._use() as link:
-            link.conn.execute(self._insert_sql[table], values)
+            if link.conn.execute(upsert, values).rowcount == 0 and otherwise is not None:
+                link.conn.execute(otherwise, values)
 
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""
@@ -223,12 +232,31 @@ class SQLiteStore:
         self._local = threading.local()
 
 
-def _insert_sql(table: Table) -> str:
+def _put_sql(table: Table) -> tuple[str, str | None]:
+    """The statements of a put: an upsert, and the one to run when it changed nothing.
+
+    A table with few indexes (``index_each`` off: runs and spans, rewritten on every span)
+    first tries an upsert that inserts a new row, or updates an existing one whose indexed
+    columns hold the values given (only the JSON and unindexed columns change, so no index is
+    touched); when an indexed column changes it changes nothing, and a full upsert follows.
+    Other tables take the full upsert at once.
+    """
     # Columns in the order of ``column_values`` (id, declared fields), then the JSON.
     names = ["id", *(column.name for column in table.columns), "data"]
     columns = ", ".join(f"[{name}]" for name in names)
-    marks = ", ".join("?" for _ in names)
-    return f"INSERT OR REPLACE INTO [{table.name}] ({columns}) VALUES ({marks})"
+    insert = f"INSERT INTO [{table.name}] ({columns}) VALUES ({', '.join('?' for _ in names)})"
+    full = insert + " ON CONFLICT([id]) DO UPDATE SET " + ", ".join(
+        f"[{name}] = excluded.[{name}]" for name in names[1:]
+    )
+    indexed = {name for index in table.wanted_indexes() for name in index}
+    if table.index_each or not indexed:
+        return full, None
+    kept = [name for name in names[1:] if name not in indexed]
+    same = " AND ".join(
+        f"[{table.name}].[{name}] IS excluded.[{name}]" for name in names[1:] if name in indexed
+    )
+    update = ", ".join(f"[{name}] = excluded.[{name}]" for name in kept)
+    return insert + f" ON CONFLICT([id]) DO UPDATE SET {update} WHERE {same}", full
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -278,8 +306,13 @@ def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
                 f" WHERE json_type(data, :path) IN ({json_types})",
                 {"path": f"$.{column.name}"},
             )
-    existing = {tuple(index.columns) for index in handle.indexes}
-    for index in [(c.name,) for c in table.columns] + list(table.indexes):
+    declared = table.wanted_indexes()
+    existing = {tuple(index.columns): index.name for index in handle.indexes}
+    for columns, name in existing.items():
+        # Only indexes this adapter made (sqlite-utils names them idx_<table>_...) are dropped.
+        if columns not in declared and name.startswith(f"idx_{table.name}_"):
+            db.execute(f"DROP INDEX [{name}]")
+    for index in declared:
         if index not in existing:
             handle.create_index(list(index), if_not_exists=True)
 

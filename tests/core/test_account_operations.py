@@ -10,7 +10,7 @@ import pytest
 
 from governance_core.credentials import withhold_secrets
 from governance_core.errors import IdempotencyKeyAlreadyUsed, NotFound, NotPermitted
-from governance_core.registry import REGISTRY
+from governance_core.operations import default_registry
 from governance_core.service import Governance
 from governance_core.storage.schema import TABLES
 from tests.core.accounts_world import (
@@ -24,6 +24,8 @@ from tests.core.accounts_world import (
     strip_secrets,
     twin,
 )
+
+REGISTRY = default_registry()
 
 FAMILIES = (
     "accounts", "teams", "people", "admin_users", "admin_user_invites", "api_tokens",

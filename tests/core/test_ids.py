@@ -1,10 +1,18 @@
 import re
 from datetime import UTC, datetime, timedelta
 
+import pfid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from governance_core.ids import MAX_PARTITION, IdFactory, SeededIds, extract_partition, is_pfid
+from governance_core.ids import (
+    MAX_PARTITION,
+    IdFactory,
+    SeededIds,
+    encode_pfid,
+    extract_partition,
+    is_pfid,
+)
 
 PFID = re.compile(r"^[0-7][0-9abcdefghjkmnpqrstvwxyz]{31}$")
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -38,3 +46,14 @@ def test_seeded_ids_repeat_and_system_ids_differ() -> None:
 def test_partition_is_in_range() -> None:
     factory = IdFactory()
     assert all(0 <= factory.new_partition() <= MAX_PARTITION for _ in range(100))
+
+
+@settings(max_examples=200)
+@given(
+    st.integers(0, 2**48 - 1), st.integers(0, 2**30 - 1), st.integers(0, 2**80 - 1)
+)
+def test_encode_pfid_writes_what_the_pfid_package_writes(
+    millis: int, partition: int, random_part: int
+) -> None:
+    raw = millis.to_bytes(6, "big") + partition.to_bytes(4, "big") + random_part.to_bytes(10, "big")
+    assert encode_pfid(millis, partition, random_part) == pfid.encode(pfid.BinaryPfid(raw))

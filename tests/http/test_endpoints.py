@@ -15,11 +15,13 @@ import jsonschema
 import pytest
 
 from governance_core.bulk import BULK
-from governance_core.registry import REGISTRY
+from governance_core.operations import default_registry
 from governance_core.service import Bootstrap, Governance
 from governance_http.routes import Route, served_routes
 from tests.http.support import Api, assert_error, success_schema
 from tests.http.world import RULESET, World, build_world, register_body
+
+REGISTRY = default_registry()
 
 SERVED = served_routes(REGISTRY)
 PLAYGROUND = "playground/create_loan_application_review_agent"

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from governance_core.clock import FixedClock
 from governance_core.ids import SeededIds
-from governance_core.registry import REGISTRY
+from governance_core.operations import default_registry
 from governance_core.service import Governance
 from governance_core.storage import MemoryStore
 from governance_http import create_app
@@ -27,6 +27,8 @@ from governance_http.errors import STATUS_BY_CODE
 from governance_http.routes import Route, served_routes
 from tests.http.support import component
 from tests.http.world import World, build_world
+
+REGISTRY = default_registry()
 
 SERVED = served_routes(REGISTRY)
 

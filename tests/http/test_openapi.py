@@ -5,10 +5,12 @@ from __future__ import annotations
 import jsonschema
 from openapi_spec_validator import validate
 
-from governance_core.registry import REGISTRY
+from governance_core.operations import default_registry
 from governance_http.routes import served_routes
 from governance_http.schemas import RESOURCE_FIELDS
 from tests.http.support import Api, component, success_schema
+
+REGISTRY = default_registry()
 
 
 def test_the_document_is_valid_openapi_3_1(anonymous: Api) -> None:

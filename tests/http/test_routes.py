@@ -6,11 +6,13 @@ import falcon.testing
 import pytest
 
 from governance_core.bulk import BULK
-from governance_core.registry import REGISTRY
+from governance_core.operations import default_registry
 from governance_core.service import Bootstrap, Governance
 from governance_http import create_app
 from governance_http.routes import ROUTES, Route, served_routes
 from tests.http.support import Api, assert_error
+
+REGISTRY = default_registry()
 
 INTERFACE = [
     ("GET", "/person"), ("POST", "/person"), ("GET", "/team"), ("GET", "/team/{team_id}"),

@@ -10,8 +10,10 @@ from typing import Any
 
 import attrs
 
-from governance_core.registry import REGISTRY
+from governance_core.operations import default_registry
 from governance_core.service import Bootstrap, Governance
+
+REGISTRY = default_registry()
 
 RULESET: dict[str, Any] = {
     "category_weights": {"personal_identifiers": 8, "contact_information": 4},

@@ -6,7 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from governance_core.storage import Filter, MemoryStore, SQLiteStore, Store
+from governance_core.storage import MemoryStore, SQLiteStore, Store
 from governance_core.testing import StoreContract
 from tests.stores import shared_slots
 
@@ -40,28 +40,3 @@ class TestPostgresStore(StoreContract):
     def teardown_method(self, method: object = None) -> None:
         # The slot closes its store when it is handed out again.
         pass
-
-    def test_nested_transactions_join_outer(self) -> None:
-        """Nested blocks are savepoints: an inner error caught outside undoes the inner block."""
-        with self.store.transaction():
-            self.store.put("teams", {"id": "outer"})
-            try:
-                with self.store.transaction():
-                    self.store.put("teams", {"id": "inner"})
-                    self.store.delete("teams", "outer")
-                    raise KeyError("inner")
-            except KeyError:
-                pass
-            with self.store.transaction():
-                self.store.put("teams", {"id": "kept", "name": "k"})
-        assert self.query_ids("teams") == ["kept", "outer"]
-        assert self.store.count("teams", [Filter("name", "eq", "k")]) == 1
-        try:
-            with self.store.transaction():
-                self.store.put("teams", {"id": "gone"})
-                with self.store.transaction():
-                    self.store.put("teams", {"id": "gone2"})
-                raise KeyError("outer")
-        except KeyError:
-            pass
-        assert self.query_ids("teams") == ["kept", "outer"]

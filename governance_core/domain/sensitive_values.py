@@ -23,10 +23,9 @@ from governance_core.clock import format_timestamp
 from governance_core.converter import json_ready
 from governance_core.errors import ValidationErrors
 from governance_core.fields import Fields
-from governance_core.operations.common import tenant
 from governance_core.registry import Context
+from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.sensitive import restore_sensitive, split_sensitive
-from governance_core.storage.protocol import Filter, Record
 
 __all__ = ["TABLE", "keep_values", "load_values", "may_reveal", "reveal", "split_member"]
 
@@ -58,7 +57,9 @@ def split_member(fields: Fields, name: str, value: T) -> tuple[T, SplitValues]:
 
 
 def _find(ctx: Context, owner_id: str) -> Record | None:
-    found = ctx.store.query(TABLE, [tenant(ctx), Filter("owner_id", "eq", owner_id)], limit=1)
+    found = ctx.store.query(
+        TABLE, [tenant_filter(ctx.account_id), Filter("owner_id", "eq", owner_id)], limit=1
+    )
     return found[0] if found else None
 
 

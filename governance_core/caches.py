@@ -1,0 +1,58 @@
+"""What one process may keep of the store between operations: only what never changes.
+
+A schema version is never changed once stored, so it is read once. A risk profile can change
+in any process at any time, so its record is read by every operation that needs it; only the
+parsing of its ruleset is kept, keyed by the record's id and ``updated_at`` (a changed profile
+is a new key). Nothing about tokens is kept: a suspended or revoked token stops working at once
+in every process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from governance_core.storage.protocol import Record, Store
+
+__all__ = ["BoundedCache", "Caches"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class BoundedCache(Generic[K, V]):
+    """A dictionary that forgets everything once it holds ``size`` entries (cheap and safe)."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._entries: dict[K, V] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: K, make: Callable[[], V | None]) -> V | None:
+        """The value under ``key``, made by ``make`` when missing (a None is not kept)."""
+        try:
+            return self._entries[key]
+        except KeyError:
+            pass
+        value = make()
+        if value is not None:
+            with self._lock:
+                if len(self._entries) >= self._size:
+                    self._entries.clear()
+                self._entries[key] = value
+        return value
+
+
+class Caches:
+    """The caches of one :class:`~governance_core.service.Governance` (one store)."""
+
+    def __init__(self) -> None:
+        self._schema_versions: BoundedCache[str, Record] = BoundedCache()
+        self.rulesets: BoundedCache[tuple[str, str], object] = BoundedCache()
+
+    def schema_version(self, store: Store, schema_version_id: str) -> Record | None:
+        """The stored schema version ``schema_version_id`` (read once; it never changes)."""
+        return self._schema_versions.get(
+            schema_version_id, lambda: store.get("agent_schema_versions", schema_version_id)
+        )

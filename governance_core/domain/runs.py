@@ -1,0 +1,404 @@
+"""The run and its spans: every write that moves a run, in the operation's one transaction.
+
+A span write stores the span, moves its run's aggregates through
+:func:`governance_core.rules.aggregates.apply_span` (the one place aggregates change: each
+aggregate is a change computed from the span before and after, laid on the run as read in the
+same transaction), starts a pending run with its first activity span, and moves the agent's
+``last_activity_span_at``, so no read ever scans spans. Spans are never refused for arriving
+late or out of order (decisions 7): before their run's start, after its finish, or after its
+termination (then the write's response carries :func:`control`). Every status change of a
+run goes through :func:`advance_instance`, which follows
+:data:`governance_core.rules.states.INSTANCE` and moves the agent's ``instance_counts``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from governance_core.clock import format_timestamp
+from governance_core.converter import from_record, to_record
+from governance_core.domain.sensitive_values import keep_values
+from governance_core.ids import extract_partition
+from governance_core.models.agents import Agent, AgentInstance, AgentSpan, empty_instance_counts
+from governance_core.registry import Context
+from governance_core.repository import KIND_TABLES, Filter, Record, tenant_filter
+from governance_core.rules.aggregates import ACTIVITY, apply_span, latest
+from governance_core.rules.payload_validation import validate_payload
+from governance_core.rules.states import INSTANCE, SPAN, advance
+from governance_core.rules.templates import render_template
+
+__all__ = [
+    "NAME_MAX",
+    "SPAN_TYPES",
+    "NewSpan",
+    "SpanFinish",
+    "SpanWrite",
+    "advance_instance",
+    "cancel_active_spans",
+    "cancelled_by_termination",
+    "control",
+    "create_span",
+    "entry_in",
+    "finish_span",
+    "follow_run_activity",
+    "in_reach",
+    "named_by_another_run",
+    "parent_to_come",
+    "payload_size",
+    "record_span",
+    "record_span_and_agent",
+    "run_schema_version",
+    "schema_entry",
+    "span_checks",
+    "system_span",
+]
+
+NAME_MAX = 200
+"""The longest span, alert or quality schema name."""
+
+def in_reach(ctx: Context, instance: Record) -> bool:
+    """Tell whether the caller may touch ``instance``.
+
+    An ingestion token reaches only the runs of its own agent in its own environment.
+    """
+    principal = ctx.principal
+    assert principal is not None
+    return not principal.is_ingestion or (
+        instance["agent_id"] == principal.agent_id
+        and instance["environment_id"] == principal.environment_id
+    )
+
+def run_schema_version(ctx: Context, instance: Record) -> Record | None:
+    """Return the schema version the run ``instance`` was registered with."""
+    return ctx.caches.schema_version(ctx.store, instance["agent_schema_version_id"])
+
+def schema_entry(ctx: Context, instance: Record, group: str, name: str) -> dict[str, Any] | None:
+    """Return the entry ``name`` of a map of the run's schema version, or None.
+
+    ``group`` is ``span_type_schemas``, ``alert_schemas`` or ``quality_schemas``.
+    """
+    return entry_in(run_schema_version(ctx, instance), group, name)
+
+def entry_in(schema_version: Record | None, group: str, name: str) -> dict[str, Any] | None:
+    """Return the entry ``name`` of the map ``group`` of ``schema_version``, or None."""
+    if schema_version is None:
+        return None
+    entry = (schema_version.get(group) or {}).get(name)
+    return entry if isinstance(entry, dict) else None
+
+def payload_size(*payloads: object) -> int:
+    """Estimate the stored size of payloads: their compact JSON text in UTF-8 bytes."""
+    return sum(
+        len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+        for payload in payloads
+        if payload is not None
+    )
+
+def control(instance: Record) -> dict[str, Any]:
+    """Return the ``control`` member of a span write's response (only once terminated)."""
+    if instance["status"] != "terminated":
+        return {}
+    return {"control": {"terminate": True, "reason": instance.get("termination_reason")}}
+
+def span_checks(
+    entry: dict[str, Any] | None, payload: dict[str, Any], result: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Return what a span's payloads and type give it.
+
+    Whether the type is declared, each payload's check result, the summary rendered from
+    the type's template (the payload merged with the result, the result winning) and the
+    size estimate.
+    """
+    size = payload_size(payload, result)
+    if entry is None:
+        return {"schema_known": False, "payload_validation": None,
+                "result_payload_validation": None, "summary": None, "size_bytes": size}
+    return {
+        "schema_known": True,
+        "payload_validation": validate_payload(entry.get("params_schema"), payload),
+        "result_payload_validation": (
+            None if result is None else validate_payload(entry.get("result_schema"), result)
+        ),
+        "summary": render_template(entry.get("template"), {**payload, **(result or {})}),
+        "size_bytes": size,
+    }
+
+def cancelled_by_termination(instance: Record, span: AgentSpan) -> bool:
+    """Whether the run's termination cancelled ``span`` (then a finish is answered as is)."""
+    terminated_at = instance.get("finished_at")
+    return (
+        instance["status"] == "terminated"
+        and span.status == "cancelled"
+        and span.finished_at is not None
+        and terminated_at is not None
+        and format_timestamp(span.finished_at) >= terminated_at
+    )
+
+def record_span(
+    ctx: Context,
+    instance: Record,
+    span: AgentSpan,
+    before: AgentSpan | None = None,
+    *,
+    record: Record | None = None,
+) -> Record:
+    """Store ``span`` (new when ``before`` is None) and what it moves; the instance as stored.
+
+    The instance's aggregates follow the span; a pending run is started by an activity span
+    (its ``started_at`` is that span's); the agent's ``last_activity_span_at`` follows the
+    instance's. ``record`` is the span's stored form when the caller has made it already.
+    """
+    return record_span_and_agent(ctx, instance, span, before, record=record)[0]
+
+def record_span_and_agent(
+    ctx: Context,
+    instance: Record,
+    span: AgentSpan,
+    before: AgentSpan | None = None,
+    *,
+    record: Record | None = None,
+) -> tuple[Record, Record | None]:
+    """:func:`record_span`, also answering the agent when the write read it (else None)."""
+    after_record = to_record(span) if record is None else record
+    ctx.store.put("agent_spans", after_record)
+    updated = apply_span(instance, None if before is None else to_record(before), after_record)
+    if span.purpose == ACTIVITY and updated["status"] == "pending":
+        updated = advance_instance(ctx, updated, "span", started_at=span.started_at)
+    else:
+        updated = {**updated, "updated_at": format_timestamp(ctx.now)}
+        ctx.store.put("agent_instances", updated)
+    moved = updated.get("last_activity_span_at")
+    agent = None
+    if moved != instance.get("last_activity_span_at"):
+        agent = follow_run_activity(ctx, instance["agent_id"], moved)
+    return updated, agent
+
+def system_span(
+    ctx: Context,
+    instance: Record,
+    *,
+    purpose: str,
+    group: str,
+    name: str,
+    payload: dict[str, Any],
+    result_payload: dict[str, Any],
+    at: datetime,
+) -> Record:
+    """Record a quality or alert lifecycle event as a finished span of that ``purpose``.
+
+    The span is named after the quality or alert schema entry ``name`` of ``group``;
+    ``payload`` is checked against that entry's schema and flagged, never refused, and
+    summarised by its template. Returns the instance as stored (system spans leave its
+    aggregates alone).
+    """
+    entry = schema_entry(ctx, instance, group, name) or {}
+    known = bool(entry)
+    span = AgentSpan(
+        id=ctx.new_id(), account_id=instance["account_id"], agent_id=instance["agent_id"],
+        agent_instance_id=instance["id"], schema_name=name,
+        schema_title=entry.get("title") or name, status="complete", purpose=purpose,
+        started_at=at, finished_at=at, inserted_at=ctx.now, updated_at=ctx.now,
+        payload=payload, result_payload=result_payload,
+        size_bytes=payload_size(payload, result_payload), schema_known=known,
+        payload_validation=validate_payload(entry.get("schema"), payload) if known else None,
+        summary=render_template(entry.get("template"), payload) if known else None,
+    )
+    return record_span(ctx, instance, span)
+
+def follow_run_activity(ctx: Context, agent_id: str, run_activity: str | None) -> Record:
+    """Move the agent's ``last_activity_span_at`` up to a run's (a stored timestamp).
+
+    Call it after any write that moved a run's ``last_activity_span_at``, in the same
+    transaction; an earlier time leaves the agent as it is. Returns the agent as stored.
+    """
+    agent = ctx.store.get("agents", agent_id)
+    assert agent is not None, "a run's agent is never deleted before its runs"
+    current = agent.get("last_activity_span_at")
+    if latest(current, run_activity) != current:
+        agent = {**agent, "last_activity_span_at": run_activity}
+        ctx.store.put("agents", agent)
+    return agent
+
+def advance_instance(ctx: Context, record: Record, trigger: str, **changes: Any) -> Record:
+    """Fire ``trigger`` on a stored instance and return the stored result.
+
+    ``invalid_action`` when the INSTANCE table has no such transition. The instance is stored
+    with ``changes`` (model-typed values), and the agent's ``instance_counts`` move from the
+    old status to the new one.
+    """
+    instance = from_record(AgentInstance, record)
+    status = advance(INSTANCE, instance.status, trigger, what="agent instance")
+    stored = ctx.repo.instances.put(
+        attrs.evolve(instance, status=status, updated_at=ctx.now, **changes)
+    )
+    if status != instance.status:
+        _move_instance_count(ctx, instance.agent_id, instance.status, status)
+    return stored
+
+def _move_instance_count(ctx: Context, agent_id: str, old: str, new: str) -> None:
+    record = ctx.store.get("agents", agent_id)
+    assert record is not None, "an instance's agent is never deleted"
+    agent = from_record(Agent, record)
+    counts = {**empty_instance_counts(), **agent.instance_counts}
+    counts[old] -= 1
+    counts[new] += 1
+    ctx.repo.agents.put(attrs.evolve(agent, instance_counts=counts))
+
+def cancel_active_spans(ctx: Context, record: Record) -> Record:
+    """Cancel the run's active spans (SPAN ``terminate``), moving the run's span aggregates."""
+    spans = ctx.store.query(
+        "agent_spans",
+        [
+            tenant_filter(ctx.account_id),
+            Filter("agent_instance_id", "eq", record["id"]),
+            Filter("status", "eq", "active"),
+        ],
+    )
+    if not spans:
+        return record
+    for before in spans:
+        span = from_record(AgentSpan, before)
+        status = advance(SPAN, span.status, "terminate", what="agent span")
+        after = ctx.repo.spans.put(
+            attrs.evolve(span, status=status, finished_at=ctx.now, updated_at=ctx.now)
+        )
+        record = apply_span(record, before, after)
+    ctx.store.put("agent_instances", record)
+    follow_run_activity(ctx, record["agent_id"], record.get("last_activity_span_at"))
+    return record
+
+
+SPAN_TYPES = "span_type_schemas"
+"""The schema version's map of span types."""
+
+
+@attrs.frozen
+class NewSpan:
+    """A span create, parsed and checked: what :func:`create_span` stores.
+
+    ``payload`` and ``result_payload`` are the stored forms (sensitive values split out into
+    ``kept``, by member name).
+    """
+
+    instance: Record
+    id: str
+    schema_name: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    payload: dict[str, Any]
+    result_payload: dict[str, Any] | None
+    parent_span_id: str | None = None
+    sensitive_encoding: bool = False
+    kept: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class SpanWrite:
+    """What a span write stored: the span and its run as stored, and what it read on the way.
+
+    ``agent`` is the run's agent when the write read it (else None); ``span_type`` the
+    span's entry in its run's schema version (None when undeclared).
+    """
+
+    span: Record
+    instance: Record
+    agent: Record | None
+    schema_version: Record | None
+    span_type: dict[str, Any] | None
+
+
+def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
+    """Store a new activity span and everything it moves (see the module docstring)."""
+    instance = new.instance
+    schema_version = run_schema_version(ctx, instance)
+    entry = entry_in(schema_version, SPAN_TYPES, new.schema_name)
+    span = AgentSpan(
+        id=new.id, account_id=instance["account_id"], agent_id=instance["agent_id"],
+        agent_instance_id=instance["id"], parent_span_id=new.parent_span_id,
+        schema_name=new.schema_name,
+        schema_title=(entry or {}).get("title") or new.schema_name, status=new.status,
+        purpose=ACTIVITY, started_at=new.started_at, finished_at=new.finished_at,
+        inserted_at=ctx.now, updated_at=ctx.now, payload=new.payload,
+        result_payload=new.result_payload, sensitive_encoding=new.sensitive_encoding,
+        **span_checks(entry, new.payload, new.result_payload),
+    )
+    record = to_record(span)
+    stored, agent = record_span_and_agent(ctx, instance, span, record=record)
+    if new.sensitive_encoding:
+        keep_values(ctx, span.id, new.kept)
+    return SpanWrite(record, stored, agent, schema_version, entry)
+
+
+def parent_to_come(ctx: Context, parent_id: str | None) -> bool:
+    """Whether ``parent_id`` names a parent that has not arrived yet.
+
+    That is a well-formed id of the caller's partition that no record holds: the child keeps
+    it, and is linked when a span with that id is created (OpenTelemetry exports a child when
+    it ends, before its parent has ended).
+    """
+    assert ctx.principal is not None
+    return (
+        parent_id is not None
+        and ctx.store.get("agent_spans", parent_id) is None
+        and extract_partition(parent_id) == ctx.principal.partition
+        and all(ctx.store.get(table, parent_id) is None for table in KIND_TABLES.values())
+    )
+
+
+def named_by_another_run(ctx: Context, span_id: str, instance_id: str) -> bool:
+    """Whether spans of another run already name ``span_id`` as their parent to come."""
+    return bool(ctx.store.query("agent_spans", [
+        Filter("parent_span_id", "eq", span_id), Filter("agent_instance_id", "ne", instance_id),
+    ], limit=1))
+
+
+@attrs.frozen
+class SpanFinish:
+    """A span finish, parsed and checked: what :func:`finish_span` stores.
+
+    ``result_payload`` is the stored form (``result_values`` the sensitive values split out
+    of it, kept only when ``sent_result``).
+    """
+
+    status: str
+    finished_at: datetime
+    result_payload: dict[str, Any] | None
+    sent_result: bool = False
+    sensitive_encoding: bool = False
+    result_values: dict[str, Any] = attrs.field(factory=dict)
+
+
+def finish_span(ctx: Context, record: Record, finish: SpanFinish) -> SpanWrite:
+    """Finish the stored span ``record`` (SPAN ``complete``/``failed``/``cancelled``).
+
+    A span the run's termination cancelled is answered as it is; a span finished otherwise is
+    ``invalid_action``. The payload's check stands as made at creation (the schema version
+    never changes); the result is checked and the summary rendered again.
+    """
+    span = from_record(AgentSpan, record)
+    instance = ctx.store.get("agent_instances", span.agent_instance_id)
+    assert instance is not None, "a span's run is never deleted before its spans"
+    activity = span.purpose == ACTIVITY
+    entry = schema_entry(ctx, instance, SPAN_TYPES, span.schema_name) if activity else None
+    if cancelled_by_termination(instance, span):
+        return SpanWrite(record, instance, None, None, entry)
+    status = advance(SPAN, span.status, finish.status, what="agent span")
+    derived = span_checks(entry, span.payload, finish.result_payload)
+    derived.pop("payload_validation")
+    finished = attrs.evolve(
+        span, status=status, finished_at=finish.finished_at,
+        result_payload=finish.result_payload,
+        sensitive_encoding=span.sensitive_encoding or finish.sensitive_encoding,
+        updated_at=ctx.now, **derived,
+    )
+    stored = to_record(finished)
+    instance, agent = record_span_and_agent(ctx, instance, finished, before=span, record=stored)
+    if finish.sent_result and finished.sensitive_encoding:
+        # A new result replaces the values kept for the old one (none when sent in clear).
+        keep_values(ctx, span.id, {"result_payload": finish.result_values})
+    return SpanWrite(stored, instance, agent, None, entry)
