@@ -48,6 +48,20 @@ def tests_postgres(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """schemathesis over every documented operation with every check, many cases each.
+
+    Prints the operations and the cases run per operation (in one process, so they are counted).
+    """
+    session.install("-e", ".[http,test,encryption]")
+    examples = session.posargs[0] if session.posargs else "200"
+    session.run(
+        "pytest", "-p", "no:xdist", "-q", "tests/http/test_schemathesis.py",
+        env={"GOVERNANCE_FUZZ_EXAMPLES": examples},
+    )
+
+
+@nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """Ruff over code, tests, examples and scripts."""
     session.install("ruff>=0.5")

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from governance_core.service import Governance
-from governance_core.storage import MemoryStore
+from governance_core import Governance, MemoryStore
 
 SCHEMA = {
     "span_type_schemas": [

@@ -8,6 +8,7 @@ Members it does not read are ignored; server-managed members are simply never re
 from __future__ import annotations
 
 import builtins
+import re
 from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
@@ -16,11 +17,16 @@ from governance_core.clock import parse_timestamp
 from governance_core.errors import FieldErrors, UnexpectedRefType
 from governance_core.ids import is_pfid
 
-__all__ = ["BODY", "Fields", "flatten_params"]
+__all__ = ["BODY", "SAFE_INTEGER", "Fields", "flatten_params"]
 
 BODY = "_body"
 """The member under which a body that is not a JSON object (a bare string) is passed."""
 
+SAFE_INTEGER = 2**53 - 1
+"""The largest integer member accepted (unless a field says less): JSON clients read every
+integer up to it exactly, and every store holds it."""
+
+_DIGITS = re.compile(r"-?[0-9]{1,30}")
 _MISSING = object()
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -45,6 +51,11 @@ class Fields:
     ):
         self.data = flatten_params(params)
         self.errors = errors or FieldErrors()
+        # The wrapper is transparent only as an object: anything else would be ignored silently.
+        if "details" in self.data:
+            wrong = FieldErrors()
+            wrong.invalid("details", "details must be an object")
+            raise wrong.to_error()
 
     def has(self, name: builtins.str) -> builtins.bool:
         """Whether the member was sent at all (``null`` counts as sent)."""
@@ -119,12 +130,15 @@ class Fields:
         value = self._get(name, required, nullable)
         if value is _MISSING:
             return default
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             self.errors.invalid(name, f"{name} must be an integer")
             return default
-        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        # Unbounded fields still stop at the integers every store and JSON client hold.
+        minimum = -SAFE_INTEGER if minimum is None else minimum
+        maximum = SAFE_INTEGER if maximum is None else maximum
+        if not minimum <= value <= maximum:
             self.errors.invalid(name, f"{name} must be from {minimum} to {maximum}")
             return default
         return value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
@@ -13,6 +14,7 @@ from governance_core.storage.protocol import NullsOrder, SortKey
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
+    "MAX_OFFSET",
     "MAX_PAGE_SIZE",
     "PageRequest",
     "Sorting",
@@ -21,8 +23,13 @@ __all__ = [
     "parse_sorting",
 ]
 
+_DIGITS = re.compile(r"-?[0-9]{1,30}")
+
 DEFAULT_PAGE_SIZE = 25
 MAX_PAGE_SIZE = 100
+MAX_OFFSET = 2**53 - 1
+"""The largest offset a list accepts: the largest integer every JSON client reads exactly,
+and well inside the 64-bit integers every store takes."""
 
 
 @attrs.frozen
@@ -81,7 +88,7 @@ def _integer(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
         return int(value.strip())
     return None
 
@@ -92,8 +99,8 @@ def parse_page_request(params: Mapping[str, Any], errors: FieldErrors) -> PageRe
     present, raw = _member(params, "pagination", "offset")
     if present and raw is not None:
         value = _integer(raw)
-        if value is None or value < 0:
-            errors.invalid("pagination[offset]", "must be an integer of 0 or more")
+        if value is None or not 0 <= value <= MAX_OFFSET:
+            errors.invalid("pagination[offset]", f"must be an integer from 0 to {MAX_OFFSET}")
         else:
             offset = value
     present, raw = _member(params, "pagination", "page_size")

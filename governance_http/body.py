@@ -4,24 +4,34 @@ The limits (decisions, section 14) are enforced before any work: a declared ``Co
 over the limit is refused without reading, a chunked body is read no further than one byte past
 the limit, and the nesting depth is measured on the raw bytes before the decoder runs, so a
 hostile body can neither fill memory nor exhaust the decoder's recursion.
+
+Text is checked here, once, for every operation: a string or member name holding a lone
+UTF-16 surrogate (U+D800 to U+DFFF unpaired, which JSON's escapes allow but no UTF-8 text can
+carry) is a ``validation_errors`` answer naming where it sits, so no such text reaches the
+core, the store or a response. The query string (strict UTF-8 once percent-decoded) and
+headers (Latin-1 by WSGI) cannot carry one.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any, Final
 
 import attrs
 import falcon
 
-from governance_core.errors import BadRequest
+from governance_core.errors import BadRequest, FieldErrors
 
 __all__ = [
     "MAX_BODY_BYTES",
     "MAX_JSON_DEPTH",
     "NO_BODY",
     "BodyLimits",
+    "json_path",
+    "lone_surrogates",
     "nesting_exceeds",
     "read_body",
 ]
@@ -32,6 +42,10 @@ MAX_JSON_DEPTH: Final = 64
 NO_BODY: Final = object()
 """What :func:`read_body` answers for an absent or empty body (``null`` counts as absent)."""
 
+PathPart = str | int
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _LEVEL = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKET = bytes(byte for byte in range(256) if byte not in b"[]{}")
 
@@ -56,6 +70,47 @@ def nesting_exceeds(raw: bytes, max_depth: int) -> bool:
     outside_strings = b"".join(unescaped.split(b'"')[::2])
     steps = memoryview(outside_strings.translate(_LEVEL, _NOT_BRACKET)).cast("b")
     return max(accumulate(steps), default=0) > max_depth
+
+
+def lone_surrogates(value: Any, path: tuple[PathPart, ...] = ()) -> Iterator[tuple[PathPart, ...]]:
+    """Yield the path of every string or member name in ``value`` holding a lone surrogate.
+
+    A surrogate left after decoding is always lone: the decoder joins escaped pairs.
+    A member name that holds one is named with its surrogates escaped.
+    """
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if _SURROGATE.search(key):
+                yield (*path, _escaped(key))
+            else:
+                yield from lone_surrogates(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from lone_surrogates(item, (*path, index))
+
+
+def json_path(path: tuple[PathPart, ...]) -> str:
+    """Write a member path as ``a.b[0].c`` (the body itself is ``body``)."""
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+    return text.lstrip(".") or "body"
+
+
+def _escaped(text: str) -> str:
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+def _check_text(raw: bytes, value: Any) -> None:
+    if not _SURROGATE_ESCAPE.search(raw):
+        return
+    errors = FieldErrors()
+    for path in lone_surrogates(value):
+        errors.invalid(
+            path or "body", "must be valid Unicode text: it holds a lone UTF-16 surrogate"
+        )
+    errors.raise_if_any()
 
 
 def _is_json(content_type: str | None) -> bool:
@@ -112,4 +167,5 @@ def read_body(req: falcon.Request, limits: BodyLimits) -> Any:
         value = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as error:
         raise BadRequest(f"the request body is not valid JSON: {error}") from None
+    _check_text(raw, value)
     return NO_BODY if value is None else value

@@ -8,6 +8,7 @@ more than one resource from ``EXTRA_ENVELOPES``.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Iterable, Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -16,10 +17,11 @@ from typing import Any
 from governance_core.bulk import BULK, MAX_ITEMS
 from governance_core.idempotency import KEY_MAX, KEY_MIN
 from governance_core.operations.common import KIND_TABLES
-from governance_core.pagination import MAX_PAGE_SIZE
+from governance_core.pagination import MAX_OFFSET, MAX_PAGE_SIZE
 from governance_core.registry import Operation
 from governance_http.routes import PREFIX, Route
 from governance_http.schemas import (
+    PFID_PATTERN,
     RESOURCE_FIELDS,
     error_schema,
     field_schema,
@@ -29,7 +31,14 @@ from governance_http.schemas import (
     writable_fields,
 )
 
-__all__ = ["EXTRA_ENVELOPES", "FAMILY_KINDS", "build_document", "schema_name"]
+__all__ = [
+    "EXTRA_ENVELOPES",
+    "FAMILY_KINDS",
+    "QUERY_PARAMETERS",
+    "SUPPLIED_IDS",
+    "build_document",
+    "schema_name",
+]
 
 FAMILY_KINDS: dict[str, str] = {table: kind for kind, table in KIND_TABLES.items()}
 """Each operation family (``teams``) and the resource ``type`` it answers (``team``)."""
@@ -41,13 +50,36 @@ EXTRA_ENVELOPES: dict[str, dict[str, str]] = {
         "agent_version": "agent_version",
         "agent_schema_version": "agent_schema_version",
     },
-    "playground/record_loan_application_review_spans": {"ids": "any"},
-    "admin_user_invites/accept": {"details": "admin_user", "token": "str"},
-    "api_tokens/create": {"details": "api_token", "token": "str"},
+    "playground/record_loan_application_review_spans": {"ids": "ids"},
+    # The secret is shown once: a replayed create or accept answers it as null.
+    "admin_user_invites/accept": {"details": "admin_user", "token": "str?"},
+    "api_tokens/create": {"details": "api_token", "token": "str?"},
     "alerts/count": {"count": "int"},
 }
 """Success envelopes that are not ``{status, details}`` of the family's resource: each member
 is a resource ``type`` (a reference to its schema) or a field notation."""
+
+SUPPLIED_IDS = frozenset({
+    "agents/create", "agent_deployments/create", "agent_spans/create", "people/create",
+})
+"""The creates that take a caller-supplied ``id`` (the clients' PFIDs); others make their own."""
+
+_FLAG = {"type": "boolean"}
+_ID = {"type": "string", "pattern": PFID_PATTERN}
+QUERY_PARAMETERS: dict[str, dict[str, dict[str, Any]]] = {
+    "agents_show_by_query": {
+        "agent_id": _ID,
+        "external_identifier": {"type": "string", "minLength": 1, "maxLength": 200},
+        "environment_id": _ID,
+        "include_counts": _FLAG,
+        "include_risk_rollup": _FLAG,
+    },
+    "agents_show": {"environment_id": _ID, "include_counts": _FLAG, "include_risk_rollup": _FLAG},
+    "agent_instances_show": {"redacted": _FLAG},
+    "agent_spans_show": {"redacted": _FLAG},
+    "alerts_show": {"redacted": _FLAG},
+}
+"""Query parameters an operation reads beyond pagination and sorting, by operation id."""
 
 _ERROR = "Error"
 _ERROR_REF = f"#/components/schemas/{_ERROR}"
@@ -117,15 +149,27 @@ def _request_body(route: Route, operation: Operation | None) -> dict[str, Any] |
         properties["items"] = {"type": "array", "items": item, "minItems": 1, "maxItems": MAX_ITEMS}
     elif verb in ("create", "update") and family in FAMILY_KINDS:
         properties.update(writable_fields(FAMILY_KINDS[family]))
+        if route.operation not in SUPPLIED_IDS:
+            properties.pop("id", None)
     if properties and route.operation != BULK:
-        properties["details"] = {"type": "object", "properties": dict(properties)}
-    properties["idempotency_key"] = key
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
+        # A null wrapper stands for none, like a null body.
+        properties["details"] = {
+            "type": ["object", "null"], "properties": dict(properties),
+            "additionalProperties": True,
+        }
+    # null stands for no key, as a null body stands for no body (decisions, HTTP).
+    properties["idempotency_key"] = {**key, "type": ["string", "null"]}
+    # One schema rather than a oneOf: an object with these members, null (no body), or where
+    # the route says so a bare JSON string. Unknown members are ignored (decisions), so said.
+    schema: dict[str, Any] = {
+        "type": ["object", "null"] if route.bare_body is None else ["object", "null", "string"],
+        "properties": properties,
+        "additionalProperties": True,
+    }
+    if route.bare_body is not None:
+        schema["description"] = f"an object, or a bare JSON string: the {route.bare_body}"
     if route.operation == BULK:
         schema["required"] = ["items"]
-    if route.bare_body is not None:
-        bare = {"type": "string", "description": f"a bare JSON string: the {route.bare_body}"}
-        schema = {"oneOf": [bare, schema]}
     return {"required": False, "content": {"application/json": {"schema": schema}}}
 
 
@@ -134,20 +178,35 @@ def _parameters(route: Route, operation: Operation | None) -> list[dict[str, Any
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
         for name in route.path_parameters
     ]
-    if _family_verb(route)[1] == "list":
+    family, verb = _family_verb(route)
+    if verb == "list":
         parameters += [
             {"name": "pagination[offset]", "in": "query",
-             "schema": {"type": "integer", "minimum": 0}},
+             "schema": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET}},
             {"name": "pagination[page_size]", "in": "query",
              "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE}},
-            {"name": "sorting", "in": "query", "schema": {"type": "string"},
+            {"name": "sorting", "in": "query", "schema": _sorting_parameter(family),
              "description": "a sortable field, prefixed with - for descending order"},
         ]
+    parameters += [
+        {"name": name, "in": "query", "schema": schema}
+        for name, schema in QUERY_PARAMETERS.get(route.operation_id, {}).items()
+    ]
     key = {"type": "string", "minLength": KEY_MIN, "maxLength": KEY_MAX}
     parameters.append({"name": "idempotency_key", "in": "query", "schema": key})
     if operation is None or operation.write:
-        parameters.append({"name": "Idempotency-Key", "in": "header", "schema": key})
+        # A header value is sent as visible ASCII.
+        header = {**key, "pattern": "^[\\x21-\\x7e]+$"}
+        parameters.append({"name": "Idempotency-Key", "in": "header", "schema": header})
     return parameters
+
+
+def _sorting_parameter(family: str) -> dict[str, Any]:
+    sortable: tuple[str, ...] = importlib.import_module(
+        f"governance_core.operations.{family}"
+    ).SORTABLE
+    # An empty value asks for the default order, as no value does.
+    return {"type": "string", "enum": [*sortable, *(f"-{name}" for name in sortable), ""]}
 
 
 def _responses(success: dict[str, Any], description: str) -> dict[str, Any]:
@@ -167,7 +226,7 @@ def _operation_object(route: Route, operation: Operation | None) -> dict[str, An
         description = inspect.cleandoc(operation.handler.__doc__ or "")
     family = _family_verb(route)[0]
     spec: dict[str, Any] = {
-        "operationId": route.operation.replace("/", "_"),
+        "operationId": route.operation_id,
         "summary": summary,
         "tags": [family],
         "parameters": _parameters(route, operation),

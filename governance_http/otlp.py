@@ -35,7 +35,13 @@ from governance_core.otel import IngestResult, MappingSettings, ingest
 from governance_core.otel.model import SPAN_KINDS, STATUS_CODES, Event, Resource, Span
 from governance_core.service import Governance
 from governance_http.auth import bearer_token
-from governance_http.body import MAX_JSON_DEPTH, BodyLimits, nesting_exceeds
+from governance_http.body import (
+    MAX_JSON_DEPTH,
+    BodyLimits,
+    json_path,
+    lone_surrogates,
+    nesting_exceeds,
+)
 from governance_http.errors import http_status_for
 
 __all__ = [
@@ -287,9 +293,12 @@ def decode_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH) -> list[Span]:
     if nesting_exceeds(raw, max_depth):
         raise BadRequest(f"the request body nests more than {max_depth} levels deep")
     try:
-        body = _Json(json.loads(raw.decode("utf-8")), "")
+        parsed = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise BadRequest(f"the request body is not valid JSON: {error}") from None
+    for where in lone_surrogates(parsed):
+        raise BadRequest(f"{json_path(where)} holds a lone UTF-16 surrogate, not Unicode text")
+    body = _Json(parsed, "")
     spans = []
     for resource_spans in body.objects("resourceSpans", "resource_spans"):
         resource = Resource(resource_spans.object("resource", "resource").attributes())

@@ -34,12 +34,20 @@ class Route:
 
     ``bare_body`` names the member a body that is a bare JSON string stands for, where the
     interface allows that form (the core reads it; the route records it for the reference).
+    ``alias`` names a second route of an operation (its OpenAPI operation id), where clients
+    call one operation at two paths.
     """
 
     method: str
     template: str
     operation: str
     bare_body: str | None = None
+    alias: str | None = None
+
+    @property
+    def operation_id(self) -> str:
+        """The route's OpenAPI ``operationId``: the operation's name, or the alias."""
+        return self.alias or self.operation.replace("/", "_")
 
     @property
     def path(self) -> str:
@@ -86,6 +94,8 @@ ROUTES: tuple[Route, ...] = (
     *_crud("/team", "teams", "team_id"),
     *_crud("/environment", "environments", "environment_id"),
     *_crud("/risk_profile", "risk_profiles", "risk_profile_id", item=("show", "update", "delete")),
+    # What prefactor-http's agents.show() sends: the agent by id or external_identifier.
+    Route("GET", "/agent/show", "agents/show", alias="agents_show_by_query"),
     *_crud("/agent", "agents", "agent_id", item=("show", "update", "delete")),
     *_actions("/agent", "agents", "agent_id", "retire", "reinstate"),
     *_crud("/agent_deployment", "agent_deployments", "agent_deployment_id"),

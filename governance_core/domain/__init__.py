@@ -5,3 +5,5 @@
 Handlers in :mod:`governance_core.operations` call them; nothing here imports an operation
 module.
 """
+
+__all__: list[str] = []

@@ -27,7 +27,16 @@ from governance_core.registry import Context
 from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.sensitive import restore_sensitive, split_sensitive
 
-__all__ = ["TABLE", "keep_values", "load_values", "may_reveal", "reveal", "split_member"]
+__all__ = [
+    "TABLE",
+    "keep_values",
+    "load_values",
+    "may_reveal",
+    "quality_member",
+    "reveal",
+    "reveal_quality",
+    "split_member",
+]
 
 TABLE = "sensitive_values"
 """The table holding sensitive values apart from the records they belong to."""
@@ -119,4 +128,19 @@ def reveal(ctx: Context, owner_id: str, members: Mapping[str, Any]) -> dict[str,
     return {
         name: restore_sensitive(value, kept[name]) if name in kept else value
         for name, value in members.items()
+    }
+
+
+def quality_member(name: str) -> str:
+    """The member under which the values of a run's quality payload ``name`` are kept."""
+    return f"quality_payloads/{name}"
+
+
+def reveal_quality(ctx: Context, instance_id: str, payloads: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a run's quality payloads with their kept values put back."""
+    kept = load_values(ctx, instance_id)
+    return {
+        name: restore_sensitive(payload, kept[quality_member(name)])
+        if quality_member(name) in kept else payload
+        for name, payload in payloads.items()
     }

@@ -49,6 +49,8 @@ class AdminUser:
     job_title: str | None = None
     last_active_at: datetime | None = None
     profile_completed_at: datetime | None = None
+    email_vouched: bool = False
+    """Whether the email was given by the operator (bootstrap), so it may link accounts."""
 
 
 @attrs.frozen

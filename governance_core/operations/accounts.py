@@ -55,17 +55,22 @@ def require_own_account(ctx: Context, fields: Fields) -> None:
         raise NotFound("account not found")
 
 
-def switchable_account_ids(ctx: Context, admin_user_id: str | None, email: str | None) -> list[str]:
-    """Accounts an admin user may switch to: every account where an admin user has that email."""
-    if email is None:
-        if admin_user_id is None:
-            return [ctx.account_id]
-        record = ctx.store.get("admin_users", admin_user_id)
-        if record is None:
-            return [ctx.account_id]
-        email = record["email"]
-    users = ctx.store.query("admin_users", [Filter("email", "eq", email)])
-    return sorted({ctx.account_id, *(u["account_id"] for u in users)})
+def switchable_account_ids(ctx: Context, admin_user_id: str | None) -> list[str]:
+    """Accounts an admin user may switch to: its own, and where its email links it.
+
+    An email links accounts only when it is vouched for in both (given by the operator at
+    bootstrap, who holds every account's first credential). An invite vouches for nothing:
+    its creator sees its token and can accept it, so an invited admin user sees only its own
+    account, and no other account sees it (docs/decisions.md, accounts).
+    """
+    record = ctx.store.get("admin_users", admin_user_id) if admin_user_id else None
+    if record is None:
+        return [ctx.account_id]
+    own = record["account_id"]
+    if not record.get("email_vouched"):
+        return [own]
+    users = ctx.store.query("admin_users", [Filter("email", "eq", record["email"])])
+    return sorted({own, *(u["account_id"] for u in users if u.get("email_vouched"))})
 
 
 def create_account(
@@ -86,7 +91,7 @@ def create_account(
     ctx.store.put("accounts", to_record(account))
     admin = AdminUser(
         id=ctx.new_id(), account_id=account_id, email=admin_email, name=admin_name,
-        inserted_at=now, updated_at=now,
+        inserted_at=now, updated_at=now, email_vouched=True,
     )
     ctx.store.put("admin_users", to_record(admin))
     environment = Environment(
@@ -113,7 +118,7 @@ def create_account(
 def list_accounts(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List accounts: the caller's own and its admin user's switchable accounts."""
     assert ctx.principal is not None
-    ids = switchable_account_ids(ctx, ctx.principal.admin_user_id, None)
+    ids = switchable_account_ids(ctx, ctx.principal.admin_user_id)
     return list_response(
         ctx, fields, "accounts", sortable=SORTABLE, summarize=account_summary,
         filters=[Filter("id", "in", ids)], scoped=False,

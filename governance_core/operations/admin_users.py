@@ -20,7 +20,7 @@ __all__ = ["admin_user_details"]
 def admin_user_details(ctx: Context, user: AdminUser) -> dict[str, Any]:
     """Return the interface's AdminUser_Details, with the accounts the user can switch to."""
     switchable = []
-    for account_id in switchable_account_ids(ctx, user.id, user.email):
+    for account_id in switchable_account_ids(ctx, user.id):
         record = ctx.store.get("accounts", account_id)
         if record is not None:
             switchable.append(account_summary(record))

@@ -13,6 +13,7 @@ from typing import Any
 
 from governance_core.converter import json_ready
 from governance_core.domain.runs import advance_instance, cancel_active_spans
+from governance_core.domain.sensitive_values import may_reveal, reveal_quality
 from governance_core.envelopes import ready_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
@@ -133,9 +134,12 @@ def terminate_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
 
 @operation("agent_instances/show", write=False, scopes=ANY_SCOPE)
 def show_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """Fetch an agent instance."""
+    """Fetch an agent instance (``redacted`` withholds sensitive quality values)."""
     record = load_instance(ctx, fields.raw("agent_instance_id"))
-    return ready_envelope(instance_details(ctx, record))
+    details = instance_details(ctx, record)
+    if may_reveal(ctx, fields.bool("redacted")):
+        details["quality_payloads"] = reveal_quality(ctx, record["id"], details["quality_payloads"])
+    return ready_envelope(details)
 
 
 @operation("agent_instances/list", write=False, scopes=ANY_SCOPE)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import attrs
@@ -11,7 +13,7 @@ import attrs
 from governance_core.converter import from_record
 from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope, list_envelope
-from governance_core.errors import Conflict, InvalidAction
+from governance_core.errors import Conflict, InvalidAction, NotFound
 from governance_core.fields import Fields
 from governance_core.models.accounts import ApiToken
 from governance_core.models.agents import Agent, empty_instance_counts
@@ -23,10 +25,13 @@ from governance_core.operations.common import (
     save,
     tenant,
 )
+from governance_core.operations.run_insights import run_insights
+from governance_core.operations.run_risk import Rulesets
 from governance_core.pagination import parse_page_request, parse_sorting
 from governance_core.registry import Context, operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.actions import AGENT_STATUSES, agent_status, available_actions
+from governance_core.rules.risk import RISK_LEVELS
 from governance_core.rules.states import AGENT, TOKEN, advance, initial, reinstated_state
 
 __all__ = [
@@ -35,6 +40,7 @@ __all__ = [
     "check_external_identifier",
     "instance_counts_output",
     "last_activity_at",
+    "risk_rollup",
     "shown_status",
 ]
 
@@ -160,9 +166,81 @@ def _list_shown(
 
 @operation("agents/show", write=False)
 def show_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """Fetch an agent."""
-    agent = load(ctx, Agent, "agent", fields.raw("agent_id"))
-    return details_envelope(agent_details(ctx, agent))
+    """Fetch an agent by ``agent_id`` or by ``external_identifier``.
+
+    ``environment_id`` scopes ``instance_counts`` (and the roll-up) to that environment's
+    runs; ``include_risk_rollup`` adds ``risk_rollup`` over the agent's runs.
+    ``include_counts`` is accepted: the counts are always included.
+    """
+    agent = _agent_to_show(ctx, fields)
+    environment_id = fields.id("environment_id")
+    if environment_id is not None:
+        resolve_ref(ctx, fields, "environment_id", "environment", environment_id)
+    fields.bool("include_counts")
+    rollup = fields.bool("include_risk_rollup")
+    fields.done()
+    details = agent_details(ctx, agent)
+    if environment_id is None and not rollup:
+        return details_envelope(details)
+    filters = [tenant(ctx), Filter("agent_id", "eq", agent.id)]
+    if environment_id is not None:
+        filters.append(Filter("environment_id", "eq", environment_id))
+    runs = ctx.store.query("agent_instances", filters)
+    if environment_id is not None:
+        counts = Counter(run["status"] for run in runs)
+        details["instance_counts"] = instance_counts_output({**counts, "total": len(runs)})
+    if rollup:
+        rulesets = Rulesets(ctx)
+        details["risk_rollup"] = risk_rollup(
+            [run_insights(ctx, run, rulesets)["risk_score"] for run in runs]
+        )
+    return details_envelope(details)
+
+
+def _agent_to_show(ctx: Context, fields: Fields) -> Agent:
+    """The agent named by ``agent_id`` or ``external_identifier`` (exactly one is required)."""
+    if fields.has("agent_id") == fields.has("external_identifier"):
+        fields.errors.required("agent_id", "give agent_id or external_identifier, not both")
+        fields.done()
+    if fields.has("agent_id"):
+        return load(ctx, Agent, "agent", fields.raw("agent_id"))
+    identifier = fields.str("external_identifier", required=True, max_length=IDENTIFIER_MAX)
+    fields.done()
+    found = ctx.store.query(
+        "agents", [tenant(ctx), Filter("external_identifier", "eq", identifier)], limit=1
+    )
+    if not found:
+        raise NotFound("agent not found")
+    return from_record(Agent, found[0])
+
+
+def risk_rollup(scores: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """Roll the ``risk_score`` objects of an agent's runs up into one view.
+
+    ``instance_count`` counts the runs, ``assessed_instance_count`` those with a risk level;
+    ``risk_level`` is the highest level of any run (null when none was assessed),
+    ``max_total_score`` the highest run total, ``level_counts`` runs per level.
+    """
+    levels = dict.fromkeys(RISK_LEVELS, 0)
+    count = 0
+    highest: Decimal | None = None
+    for score in scores:
+        count += 1
+        if score is None:
+            continue
+        total = Decimal(score["total_score"])
+        highest = total if highest is None else max(highest, total)
+        if score["risk_level"] is not None:
+            levels[score["risk_level"]] += 1
+    assessed = sum(levels.values())
+    top = next((level for level in reversed(RISK_LEVELS) if levels[level]), None)
+    return {
+        "instance_count": count,
+        "assessed_instance_count": assessed,
+        "risk_level": top,
+        "max_total_score": highest,
+        "level_counts": levels,
+    }
 
 
 @operation("agents/create", write=True)

@@ -32,7 +32,6 @@ from governance_core.operations.common import (
     load_record,
     reach_filters,
     read_instance_ref,
-    ref_error,
     tenant,
 )
 from governance_core.registry import ANY_SCOPE, Context, operation
@@ -204,10 +203,8 @@ def _instance_of_bare_body(ctx: Context, body: object) -> Record:
     """Return the run a bare JSON body names; errors stand at the top level (no field)."""
     if not isinstance(body, str):
         raise InvalidValue("the body must be an agent instance id, or an object")
-    instance_id = body.strip()
-    instance = ctx.store.get("agent_instances", instance_id)
-    if instance is None or instance.get("account_id") != ctx.account_id:
-        raise ref_error(ctx, "agent_instance_id", "agent_instance", instance_id)
+    # The run the operation acts on, so answered like a path id: unknown is not_found.
+    instance = load_record(ctx, "agent_instance", body.strip())
     if not in_reach(ctx, instance):
         raise NotFound("agent_instance not found")
     return instance

@@ -29,6 +29,7 @@ from governance_core.fields import Fields
 from governance_core.operations.agent_instances import instance_details, load_instance
 from governance_core.operations.agent_schema_versions import schema_version_full
 from governance_core.operations.agent_versions import agent_version_details
+from governance_core.operations.common import load_record
 from governance_core.operations.registration import register_instance
 from governance_core.registry import Context, operation
 
@@ -282,8 +283,12 @@ def create_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
     return success(agent=created["details"])
 
 
-def _register_params(fields: Fields) -> dict[str, Any]:
-    """Read the agent (a bare JSON string, or ``agent_id``), ``environment_id`` and ``id``."""
+def _register_params(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Read the agent (a bare JSON string, or ``agent_id``), ``environment_id`` and ``id``.
+
+    The agent is the resource the operation acts on, so it is answered like a path id: a
+    malformed, unknown or another account's agent is ``not_found``.
+    """
     if fields.body is not None:
         if not isinstance(fields.body, str):
             raise InvalidValue("the body must be an agent id, or {agent_id, environment_id, id}")
@@ -294,13 +299,15 @@ def _register_params(fields: Fields) -> dict[str, Any]:
             for name in ("agent_id", "environment_id", "id")
             if fields.has(name)
         }
+    if params.get("agent_id") is not None:
+        load_record(ctx, "agent", params["agent_id"])
     return {**params, "agent_version": AGENT_VERSION, "agent_schema_version": SCHEMA_VERSION}
 
 
 @operation("playground/register_loan_application_review_agent_instance", write=True)
 def register_demo_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Register a run of an agent with the loan review demo schemas."""
-    registration = register_instance(ctx, Fields(_register_params(fields)))
+    registration = register_instance(ctx, Fields(_register_params(ctx, fields)))
     return success(
         agent_schema_version=schema_version_full(ctx, registration.schema_version),
         agent_version=agent_version_details(ctx, registration.agent_version),
@@ -402,7 +409,10 @@ def _record_run(recorder: _Recorder) -> None:
 
 @operation("playground/record_loan_application_review_spans", write=True)
 def record_demo_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """Record a realistic loan review run on a playground instance (``{status, ids}``)."""
+    """Record a realistic loan review run on a playground instance (``{status, ids: [...]}``).
+
+    ``ids`` lists the records made: the spans in order, then the alert.
+    """
     instance = load_instance(ctx, fields.raw("agent_instance_id"))
     fields.done()
     recorder = _Recorder(ctx, instance["id"])
@@ -425,8 +435,4 @@ def record_demo_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
     stored = load_instance(ctx, instance["id"])
     if stored["status"] == "active":
         _call(ctx, "agent_instances/finish", {"agent_instance_id": instance["id"]})
-    return success(ids={
-        "agent_instance_id": instance["id"],
-        "agent_span_ids": recorder.span_ids,
-        "alert_ids": [alert["id"]],
-    })
+    return success(ids=[*recorder.span_ids, alert["id"]])

@@ -22,6 +22,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from governance_core.errors import FieldErrors, GovernanceError
+from governance_core.rules.payload_validation import outside_references
 from governance_core.rules.risk import normalize_data_risk
 from governance_core.rules.templates import check_template
 
@@ -44,11 +45,22 @@ Path = tuple[str | int, ...]
 
 
 def check_json_schema(schema: Any) -> dict[str, Any]:
-    """Check a JSON Schema (Draft 2020-12): ``{"status": "valid"|"invalid", "message"}``."""
+    """Check a JSON Schema (Draft 2020-12): ``{"status": "valid"|"invalid", "message"}``.
+
+    A schema whose references do not all resolve inside it is ``invalid`` and lists them in
+    ``outside_references``: they are never fetched.
+    """
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as error:
         return {"status": "invalid", "message": error.message}
+    outside = outside_references(schema)
+    if outside:
+        return {
+            "status": "invalid",
+            "message": "references outside the schema are never fetched: " + ", ".join(outside),
+            "outside_references": outside,
+        }
     return {"status": "valid", "message": None}
 
 

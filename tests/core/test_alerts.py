@@ -11,7 +11,6 @@ from governance_core.errors import (
     AlertUnknown,
     InvalidValue,
     NotFound,
-    UnexpectedRefType,
     ValidationErrors,
 )
 from governance_core.operations.alerts import raise_alert
@@ -132,13 +131,17 @@ def test_clear_by_a_bare_instance_id(world: SpanWorld) -> None:
         world.caller.call("alerts/clear", _body=world.instance_id, name="never")
 
 
-def test_clear_bare_body_refusals_stand_at_the_top_level(world: SpanWorld) -> None:
+def test_clear_bare_body_refusals_stand_at_the_top_level(
+    world: SpanWorld, other: Bootstrap
+) -> None:
     with pytest.raises(InvalidValue):
         world.caller.call("alerts/clear", _body=12)
-    with pytest.raises(InvalidValue):
-        world.caller.call("alerts/clear", _body="not-an-id")
-    with pytest.raises(UnexpectedRefType):
-        world.caller.call("alerts/clear", _body=world.agent["id"])
+    # The bare instance is the resource cleared on, so it is answered like a path id.
+    foreign = account_caller(world.gov, other)
+    foreign_run = register_run(foreign, make_agent(foreign)["id"])
+    for unknown in ("not-an-id", world.agent["id"], "0" * 32, foreign_run["id"]):
+        with pytest.raises(NotFound):
+            world.caller.call("alerts/clear", _body=unknown)
 
 
 def test_clear_an_unknown_name_is_alert_unknown(world: SpanWorld) -> None:

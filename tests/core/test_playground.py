@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from governance_core.errors import InvalidValue, NotPermitted, ValidationErrors
+from governance_core.errors import InvalidValue, NotFound, NotPermitted
 from governance_core.fields import BODY
 from governance_core.service import Bootstrap, Governance
 
@@ -82,9 +82,14 @@ def test_register_accepts_an_object_body_and_reuses_the_schema_version(
 def test_register_refuses_a_body_that_is_not_an_agent(gov: Governance, boot: Bootstrap) -> None:
     with pytest.raises(InvalidValue):
         call(gov, boot, REGISTER, {BODY: 12})
-    with pytest.raises(ValidationErrors) as caught:
-        call(gov, boot, REGISTER, {BODY: boot.environment_id})
-    assert caught.value.errors["agent_id"].code == "unexpected_ref_type"
+    # The agent is the resource the register acts on: answered like a path id.
+    foreign = gov.bootstrap(account_name="Globex", admin_email="admin@globex.test")
+    foreign_agent = call(gov, foreign, "agents/create", {"details": {"name": "Theirs"}})
+    for unknown in (boot.environment_id, "nope", "0" * 32, foreign_agent["details"]["id"]):
+        with pytest.raises(NotFound):
+            call(gov, boot, REGISTER, {BODY: unknown})
+        with pytest.raises(NotFound):
+            call(gov, boot, REGISTER, {"agent_id": unknown})
 
 
 def test_the_recorded_run_is_scored_high(run: dict[str, Any]) -> None:
@@ -119,8 +124,8 @@ def test_the_recorded_run_has_its_summaries_alert_and_quality(
     assert instance["quality_summaries"]["decision_quality"].startswith(
         "Decision quality 4/5 (sound); 4 checks passed (identity, credit, income, policy)."
     )
-    alert_ids = run["recorded"]["ids"]["alert_ids"]
-    alert = call(gov, boot, "alerts/show", {"alert_id": alert_ids[0]})["details"]
+    *span_ids, alert_id = run["recorded"]["ids"]
+    alert = call(gov, boot, "alerts/show", {"alert_id": alert_id})["details"]
     assert alert["name"] == "affordability_concern" and alert["severity"] == "warning"
     assert alert["summary"] == (
         "Debt-to-income 46% exceeds the 43% policy limit for application APP-2026-004211"
@@ -128,7 +133,7 @@ def test_the_recorded_run_has_its_summaries_alert_and_quality(
     spans = call(gov, boot, "agent_spans/list", {
         "agent_instance_id": instance["id"], "purpose": "activity", "include_summaries": True,
     })["summaries"]
-    assert [span["id"] for span in spans] == run["recorded"]["ids"]["agent_span_ids"]
+    assert [span["id"] for span in spans] == span_ids
     assert all(span["summary"] for span in spans)
     assert all(span["payload_validation"]["status"] == "valid" for span in spans)
     assert instance["span_counts"]["complete"] == len(spans) == 8
@@ -150,7 +155,7 @@ def test_recording_again_on_a_finished_run_adds_late_spans(
     gov: Governance, boot: Bootstrap, run: dict[str, Any],
 ) -> None:
     again = call(gov, boot, RECORD, {"agent_instance_id": run["instance"]["id"]})
-    assert len(again["ids"]["agent_span_ids"]) == 8
+    assert len(again["ids"]) == 8 + 1
     instance = call(gov, boot, "agent_instances/show",
                     {"agent_instance_id": run["instance"]["id"]})["details"]
     assert instance["status"] == "complete" and instance["span_counts"]["total"] == 16

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import falcon
@@ -44,3 +45,15 @@ def api(client: falcon.testing.TestClient, boot: Bootstrap) -> Api:
 def anonymous(client: falcon.testing.TestClient) -> Api:
     """A client that sends no token."""
     return Api(client, None)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """After a schemathesis run in this process, list the operations and cases it ran."""
+    fuzz = sys.modules.get("tests.http.test_schemathesis")
+    ran = getattr(fuzz, "RAN", None)
+    if not ran:
+        return
+    terminalreporter.section("schemathesis: operations and cases run")
+    for label, cases in sorted(ran.items()):
+        terminalreporter.write_line(f"{cases:6d}  {label}")
+    terminalreporter.write_line(f"{sum(ran.values()):6d}  cases over {len(ran)} operations")

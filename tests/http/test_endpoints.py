@@ -84,6 +84,9 @@ EXAMPLES: dict[str, Callable[[World], Example]] = {
     "risk_profiles/update": lambda w: Example({"description": "Stricter"}),
     "agents/create": lambda w: Example({"details": {"name": "New agent"}}),
     "agents/update": lambda w: Example({"details": {"description": "Reviews loans"}}),
+    "agents/show": lambda w: Example(
+        query=f"agent_id={w.ids['agent_id']}&include_counts=true&include_risk_rollup=true"
+    ),
     "agents/delete": lambda w: Example(path={"agent_id": w.ids["spare_agent_id"]}),
     "agents/reinstate": _retired,
     "agent_deployments/create": lambda w: Example(
