@@ -1,6 +1,8 @@
 """Sessions: the full test suite, the core's suite without falcon, lint and typing.
 
 ``python -m nox`` runs them all (what CI runs); ``python -m nox -s tests`` runs one.
+``python -m nox -s tests_postgres`` runs the core's suite with PostgreSQL as its store (it
+needs ``GOVERNANCE_TEST_POSTGRES_URL``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,14 @@ PYTHON = "3.11"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Every test, with the HTTP extra installed."""
-    session.install("-e", ".[http,test,encryption,otel]")
+    session.install("-e", ".[http,test,encryption,otel,postgres]")
     session.run("pytest", "-n", "2", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def tests_core(session: nox.Session) -> None:
     """The core's and the storage adapters' tests in an environment without falcon."""
-    session.install("-e", ".[test,encryption]")
+    session.install("-e", ".[test,encryption,postgres]")
     session.run(
         "python", "-c",
         "import importlib.util, sys; sys.exit(importlib.util.find_spec('falcon') is not None)",
@@ -34,6 +36,20 @@ def tests_core(session: nox.Session) -> None:
     session.run("governance", "--help", silent=True)
     session.run("governance", "demo", "--create", "--db", store, "--json", silent=True)
     session.run("governance", "runs", "list", "--db", store, "--json", silent=True)
+
+
+@nox.session(python=PYTHON)
+def tests_postgres(session: nox.Session) -> None:
+    """The core's and the storage tests with every store fixture on PostgreSQL.
+
+    Each test process works in a database of its own on $GOVERNANCE_TEST_POSTGRES_URL's
+    server, created and dropped by the run.
+    """
+    session.install("-e", ".[test,encryption,postgres]")
+    session.run(
+        "pytest", "-n", "2", "tests/core", "tests/storage", *session.posargs,
+        env={"GOVERNANCE_TEST_STORE": "postgres"},
+    )
 
 
 @nox.session(python=PYTHON)
@@ -60,20 +76,23 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typing(session: nox.Session) -> None:
     """mypy --strict over both packages."""
-    session.install("-e", ".[http,test,encryption,otel]", "mypy>=1.10", "types-jsonschema")
+    session.install(
+        "-e", ".[http,test,encryption,otel,postgres]", "mypy>=1.10", "types-jsonschema"
+    )
     session.run("mypy", "--strict", "governance_core", "governance_http")
 
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """The benchmarks: each prints its figures and a ratio against a baseline run beside it."""
-    session.install("-e", ".[http,test,otel]", "gunicorn", "waitress", "cheroot")
+    session.install("-e", ".[http,test,otel,postgres]", "gunicorn", "waitress", "cheroot")
     for script in (
         "benchmarks/storage_bench.py",
         "benchmarks/ingest_bench.py",
         "benchmarks/serve_bench.py",
         "benchmarks/otlp_bench.py",
         "benchmarks/console_bench.py",
+        "benchmarks/postgres_bench.py",
     ):
         session.run("python", script)
     session.run("python", "benchmarks/serve_bench.py", "--goals", "--rounds", "3")

@@ -31,6 +31,7 @@ from governance_core.errors import (
     UnexpectedRefType,
     UnknownError,
     ValidationErrors,
+    WriteConflict,
 )
 from governance_core.ids import IdFactory, SeededIds, is_pfid
 from governance_core.recording import Run, RunTerminated, SpanRecorder
@@ -85,6 +86,7 @@ __all__ = [
     "Unset",
     "ValidationErrors",
     "ValueCipher",
+    "WriteConflict",
     "format_timestamp",
     "generate_key",
     "is_pfid",

@@ -21,6 +21,7 @@ one table, and the core knows none of them.
     +-- RequiredValue               required_value
     +-- IdempotencyKeyAlreadyUsed   idempotency_key_already_used
     +-- TemporarilyUnavailable      temporarily_unavailable (carries retry_after_ms)
+    |   +-- WriteConflict           (a concurrent write collided; the write may be re-run)
     +-- Conflict                    conflict
     +-- ValidationErrors            validation_errors (carries a map of field to error)
 """
@@ -51,6 +52,7 @@ __all__ = [
     "UnexpectedRefType",
     "UnknownError",
     "ValidationErrors",
+    "WriteConflict",
     "error_class_for_code",
 ]
 
@@ -201,6 +203,17 @@ class TemporarilyUnavailable(GovernanceError):
     def to_payload(self) -> dict[str, Any]:
         """The interface's retry-shaped error body."""
         return {**super().to_payload(), "retry_after_ms": self.retry_after_ms}
+
+
+class WriteConflict(TemporarilyUnavailable):
+    """A write transaction collided with a concurrent one and was rolled back whole.
+
+    Stores that do not serialise writers raise it (a serialization failure, a deadlock, a
+    unique key inserted concurrently); nothing of the transaction was kept, so the operation
+    may be run again from the start. Left unretried it answers as ``temporarily_unavailable``.
+    """
+
+    default_message = "a concurrent write collided with this one, retry shortly"
 
 
 class ValidationErrors(GovernanceError):

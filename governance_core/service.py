@@ -7,11 +7,14 @@ and one transaction each (a savepoint when nested in another's, as bulk items ar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -20,7 +23,13 @@ from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp, parse_timestamp
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
 from governance_core.encryption import cipher_from_key
-from governance_core.errors import BadAuthToken, NotAuthenticated, NotFound, NotPermitted
+from governance_core.errors import (
+    BadAuthToken,
+    NotAuthenticated,
+    NotFound,
+    NotPermitted,
+    WriteConflict,
+)
 from governance_core.fields import Fields
 from governance_core.idempotency import find_replay, fingerprint, remember, resolve_key
 from governance_core.ids import IdFactory
@@ -28,11 +37,17 @@ from governance_core.operations import default_registry
 from governance_core.recording import Run
 from governance_core.registry import Config, Context, Operation, Principal, Registry
 from governance_core.rules.cost import load_catalogue
+from governance_core.storage import open_store
 from governance_core.storage.protocol import Filter, Store
 
-__all__ = ["Bootstrap", "Governance", "Session"]
+__all__ = ["WRITE_ATTEMPTS", "Bootstrap", "Governance", "Session"]
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+WRITE_ATTEMPTS = 8
+"""How many times a write operation runs before a :class:`WriteConflict` is let through."""
+_BACKOFF_SECONDS = 0.002
+
+_T = TypeVar("_T")
 
 
 @attrs.frozen
@@ -71,6 +86,7 @@ class Governance:
         self.config = config or Config()
         self.registry = registry if registry is not None else default_registry()
         self.caches = Caches()
+        self._writing = threading.local()
 
     @classmethod
     def open(
@@ -81,7 +97,10 @@ class Governance:
         price_overrides: Mapping[str, Any] | str | Path | None = None,
         **parts: Any,
     ) -> Governance:
-        """A facade over the store at ``location`` (see :func:`governance_core.storage.open_store`).
+        """A facade over the store at ``location``: a path or URL (see ``open_store``).
+
+        A file path, ``":memory:"`` or ``sqlite:///path`` is SQLite; ``postgresql://...`` is
+        PostgreSQL (:func:`~governance_core.storage.open_store`).
 
         ``encryption_key`` (a Fernet key from :func:`governance_core.encryption.generate_key`,
         or several separated by commas, the first encrypting) encrypts sensitive values at
@@ -95,8 +114,6 @@ class Governance:
             config = attrs.evolve(config, cipher=cipher_from_key(encryption_key))
         if price_overrides is not None:
             config = attrs.evolve(config, pricing=load_catalogue(price_overrides))
-        from governance_core.storage import open_store
-
         return cls(open_store(location), config=config, **parts)
 
     def close(self) -> None:
@@ -152,7 +169,7 @@ class Governance:
             raise BadAuthToken()
         last_used = record.get("last_used_at")
         if last_used is None or now - parse_timestamp(last_used) >= LAST_USED_RESOLUTION:
-            self._record_use(record["id"], record.get("admin_user_id"), now)
+            self._retrying(lambda: self._record_use(record["id"], record.get("admin_user_id"), now))
         return Principal(
             account_id=record["account_id"],
             partition=account["partition"],
@@ -211,6 +228,27 @@ class Governance:
         key = resolve_key(params, idempotency_keys) if op.idempotent else None
         return self._run(op, principal, params or {}, key)
 
+    def _retrying(self, write: Callable[[], _T]) -> _T:
+        """Run ``write``, again after a short jittered pause each time it raises WriteConflict.
+
+        A conflict rolled the whole transaction back, so running it again is safe; after
+        :data:`WRITE_ATTEMPTS` runs it is raised (``temporarily_unavailable``). A write nested
+        in another (a bulk item) is not re-run alone: its transaction is the outer one's, which
+        is re-run whole.
+        """
+        if getattr(self._writing, "active", False):
+            return write()
+        self._writing.active = True
+        try:
+            for attempt in range(1, WRITE_ATTEMPTS):
+                try:
+                    return write()
+                except WriteConflict:
+                    time.sleep(random.uniform(0, _BACKOFF_SECONDS * 2**attempt))
+            return write()
+        finally:
+            self._writing.active = False
+
     def _run(
         self,
         op: Operation,
@@ -220,9 +258,19 @@ class Governance:
     ) -> dict[str, Any]:
         if principal is not None and principal.scope not in op.scopes:
             raise NotPermitted(f"a {principal.scope} token may not call {op.name}")
-        ctx = self.context(principal)
         if not op.write:
-            return op.handler(ctx, Fields(params))
+            return op.handler(self.context(principal), Fields(params))
+        return self._retrying(lambda: self._write(op, principal, params, key))
+
+    def _write(
+        self,
+        op: Operation,
+        principal: Principal | None,
+        params: Mapping[str, Any],
+        key: str | None,
+    ) -> dict[str, Any]:
+        """Run a write operation in one transaction, replaying a known idempotency key."""
+        ctx = self.context(principal)
         with self.store.transaction():
             if key is None or principal is None or not op.idempotent:
                 return op.handler(ctx, Fields(params))
@@ -257,14 +305,16 @@ class Governance:
         """
         from governance_core.operations.accounts import create_account
 
-        with self.store.transaction():
-            made = create_account(
-                self.context(None),
-                account_name=account_name,
-                admin_email=admin_email,
-                admin_name=admin_name,
-            )
-        return Bootstrap(**made)
+        def create() -> dict[str, Any]:
+            with self.store.transaction():
+                return create_account(
+                    self.context(None),
+                    account_name=account_name,
+                    admin_email=admin_email,
+                    admin_name=admin_name,
+                )
+
+        return Bootstrap(**self._retrying(create))
 
 
 class Session(AccountOperations):

@@ -55,7 +55,7 @@ class PortInUse(Exception):
 
 
 def wsgi_app() -> falcon.App[falcon.Request, falcon.Response]:
-    """Build the app over the store named by ``$GOVERNANCE_DB`` (``governance.db``).
+    """Build the app over the store named by ``$GOVERNANCE_DB`` (``governance.db``): a path or URL.
 
     Servers call this factory once per process: ``gunicorn
     'governance_http.serving:wsgi_app()'`` or ``waitress-serve --call
@@ -124,7 +124,7 @@ def serve(
     log_level: str = "info",
     access_log: bool = True,
 ) -> None:
-    """Serve the API from the store ``db`` until interrupted, with granian.
+    """Serve the API from the store ``db`` (a SQLite path or a URL) until interrupted.
 
     Granian was measured fastest of the WSGI servers tried (``benchmarks/serve_bench.py``).
     Each of its ``workers`` processes (default: one per CPU) builds the app through

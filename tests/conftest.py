@@ -1,4 +1,7 @@
-"""Shared fixtures: deterministic facades over each reference store."""
+"""Shared fixtures: deterministic facades over each reference store.
+
+``$GOVERNANCE_TEST_STORE=postgres`` runs them on PostgreSQL instead (see :mod:`tests.stores`).
+"""
 
 from __future__ import annotations
 
@@ -9,14 +12,20 @@ import pytest
 from governance_core.clock import FixedClock
 from governance_core.ids import SeededIds
 from governance_core.service import Bootstrap, Governance
-from governance_core.storage import MemoryStore, SQLiteStore
+from tests.stores import STORE_KINDS, drop_shared, make_store
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(scope="session", autouse=True)
+def _scratch_databases() -> Iterator[None]:
+    """Drop the PostgreSQL database this process made for its stores, if it made one."""
+    yield
+    drop_shared()
+
+
+@pytest.fixture(params=STORE_KINDS)
 def gov(request: pytest.FixtureRequest) -> Iterator[Governance]:
     """A facade with a fixed clock and seeded ids, over each reference store in turn."""
-    store = MemoryStore() if request.param == "memory" else SQLiteStore(":memory:")
-    governance = Governance(store, clock=FixedClock(), ids=SeededIds(7))
+    governance = Governance(make_store(request.param), clock=FixedClock(), ids=SeededIds(7))
     yield governance
     governance.close()
 

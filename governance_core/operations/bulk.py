@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from governance_core.bulk import BULK, check_items
-from governance_core.errors import GovernanceError
+from governance_core.errors import GovernanceError, WriteConflict
 from governance_core.fields import Fields
 from governance_core.registry import ANY_SCOPE, Context, operation
 
@@ -26,6 +26,9 @@ def run_bulk(ctx: Context, fields: Fields) -> dict[str, Any]:
         params = {name: value for name, value in item.items() if name != "_type"}
         try:
             outputs[key] = ctx.invoke(item["_type"], params)
+        except WriteConflict:
+            # Not the item's answer: the request's transaction is lost and is run again whole.
+            raise
         except GovernanceError as error:
             outputs[key] = error.to_payload()
             break

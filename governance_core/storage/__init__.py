@@ -1,6 +1,7 @@
 """The storage port and its adapters; :func:`open_store` opens one from a location.
 
-The adapters are imported when first named, so using one never loads another.
+The adapters are imported when first named, so using one never loads another (the PostgreSQL
+adapter needs the ``postgres`` extra).
 """
 
 from __future__ import annotations
@@ -17,14 +18,22 @@ if TYPE_CHECKING:
 __all__ = ["Filter", "MemoryStore", "Record", "SQLiteStore", "SortKey", "Store", "open_store"]
 
 _SQLITE_URL = "sqlite:///"
+_POSTGRES_URLS = ("postgresql://", "postgres://")
 
 
 def open_store(location: str | Path) -> Store:
-    """Open the store at ``location``: ``":memory:"``, a file path or ``sqlite:///path``.
+    """Open the store at ``location``.
 
-    SQLite creates the file when missing. Another ``scheme://`` is ``ValueError``.
+    ``":memory:"``, a file path or ``sqlite:///path`` (``sqlite:////absolute/path``) is SQLite,
+    which creates the file when missing; ``postgresql://...`` or ``postgres://...`` is
+    PostgreSQL (:class:`~governance_core.storage.postgres.PostgresStore`). Another
+    ``scheme://`` is ``ValueError``.
     """
     text = str(location)
+    if text.startswith(_POSTGRES_URLS):
+        from governance_core.storage.postgres import PostgresStore
+
+        return PostgresStore(text)
     if text.startswith(_SQLITE_URL):
         text = text[len(_SQLITE_URL):]
     elif "://" in text:

@@ -16,6 +16,7 @@ from governance_core.ids import SeededIds
 from governance_core.models.agents import Agent
 from governance_core.registry import Principal
 from governance_core.service import Bootstrap, Governance, Session
+from tests.stores import kind_of, make_store
 
 RULESET: dict[str, Any] = {
     "category_weights": {"personal_identifiers": 8, "contact_information": 4},
@@ -88,7 +89,7 @@ def build_world(gov: Governance) -> World:
 
 def twin(gov: Governance) -> Governance:
     """A second facade like the ``gov`` fixture's (same store kind, seed and clock start)."""
-    return Governance(type(gov.store)(), clock=FixedClock(), ids=SeededIds(7))
+    return Governance(make_store(kind_of(gov.store)), clock=FixedClock(), ids=SeededIds(7))
 
 
 def ingestion(tenant: Tenant) -> Principal:

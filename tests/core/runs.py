@@ -11,7 +11,7 @@ from governance_core.clock import FixedClock
 from governance_core.ids import SeededIds
 from governance_core.registry import Principal
 from governance_core.service import Bootstrap, Governance
-from governance_core.storage import MemoryStore, SQLiteStore
+from tests.stores import make_store
 
 SPAN_TYPES = [
     {
@@ -61,12 +61,9 @@ def account_caller(gov: Governance, boot: Bootstrap) -> Caller:
 
 
 def fresh_caller(store: str) -> Caller:
-    """A bootstrapped account on a new ``"memory"`` or ``"sqlite"`` store (for Hypothesis
-    tests, which cannot use function-scoped fixtures)."""
-    gov = Governance(
-        MemoryStore() if store == "memory" else SQLiteStore(":memory:"),
-        clock=FixedClock(), ids=SeededIds(11),
-    )
+    """A bootstrapped account on a new store of kind ``store`` (for Hypothesis tests, which
+    cannot use function-scoped fixtures)."""
+    gov = Governance(make_store(store), clock=FixedClock(), ids=SeededIds(11))
     return account_caller(gov, gov.bootstrap())
 
 

@@ -29,6 +29,7 @@ from tests.core.runs import (
     register,
     register_body,
 )
+from tests.stores import STORE_KINDS
 
 INSTANCE_KEYS = {
     "id", "account_id", "agent_id", "agent_version_id", "agent_deployment_id",
@@ -455,7 +456,7 @@ STEP = st.one_of(
 )
 
 
-@pytest.mark.parametrize("store", ["memory", "sqlite"])
+@pytest.mark.parametrize("store", STORE_KINDS)
 @settings(max_examples=25, deadline=None)
 @given(steps=st.lists(STEP, min_size=1, max_size=25))
 def test_instance_counts_match_a_recount(store: str, steps: list[tuple[str, int]]) -> None:

@@ -16,6 +16,7 @@ from governance_core.operations.teams import create_team
 from governance_core.registry import ANY_SCOPE, Context, Registry, operation
 from governance_core.service import Bootstrap, Governance
 from governance_core.storage import MemoryStore, SQLiteStore, open_store
+from tests.stores import STORE_KINDS, make_store
 
 
 @operation("test/note", write=True, scopes=ANY_SCOPE)
@@ -61,9 +62,9 @@ def _governance(store: Any, *operations: str) -> tuple[Governance, Bootstrap]:
     return gov, gov.bootstrap()
 
 
-@pytest.mark.parametrize("store", [MemoryStore, lambda: SQLiteStore(":memory:")])
-def test_a_failing_bulk_item_is_undone_alone_and_stops_the_rest(store: Any) -> None:
-    gov, boot = _governance(store(), "bulk")
+@pytest.mark.parametrize("store", STORE_KINDS)
+def test_a_failing_bulk_item_is_undone_alone_and_stops_the_rest(store: str) -> None:
+    gov, boot = _governance(make_store(store), "bulk")
     items = [
         {"_type": "test/note", "idempotency_key": "item-0001", "name": "first"},
         {"_type": "test/note", "idempotency_key": "item-0002", "name": "second", "fail": True},

@@ -23,6 +23,7 @@ from governance_core.errors import AlertAlreadyCleared, AlertUnknown, InvalidAct
 from governance_core.storage.protocol import Filter, Record
 from tests.core.runs import Caller, fresh_caller, make_agent
 from tests.core.span_world import register_run
+from tests.stores import STORE_KINDS
 
 CLOCK_START = datetime(2026, 1, 1, tzinfo=UTC)
 FINISHED = {"complete", "failed", "cancelled", "terminated"}
@@ -190,3 +191,12 @@ TestRunsInMemory = RunMachine.TestCase
 TestRunsInMemory.settings = SETTINGS
 TestRunsOnSQLite = SQLiteRunMachine.TestCase
 TestRunsOnSQLite.settings = SETTINGS
+
+
+class PostgresRunMachine(RunMachine):
+    store_kind = "postgres"
+
+
+if "postgres" in STORE_KINDS:
+    TestRunsOnPostgres = PostgresRunMachine.TestCase
+    TestRunsOnPostgres.settings = SETTINGS

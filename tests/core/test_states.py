@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from governance_core.errors import InvalidAction
 from governance_core.rules.states import AGENT, INSTANCE, reinstated_state
 from tests.core.runs import Caller, fresh_caller, make_agent, register
+from tests.stores import STORE_KINDS
 
 INSTANCE_STATES = ("pending", "active", "complete", "failed", "cancelled", "terminated")
 # ``span`` (a span starting a pending run) belongs to span ingestion and is tested there.
@@ -49,7 +50,7 @@ def shown_status(caller: Caller, instance_id: str) -> str:
     return status
 
 
-@pytest.mark.parametrize("store", ["memory", "sqlite"])
+@pytest.mark.parametrize("store", STORE_KINDS)
 def test_every_instance_state_and_trigger(store: str) -> None:
     caller = fresh_caller(store)
     agent_id = make_agent(caller)["id"]
@@ -68,7 +69,7 @@ def test_every_instance_state_and_trigger(store: str) -> None:
         assert shown_status(caller, instance_id) == expected
 
 
-@pytest.mark.parametrize("store", ["memory", "sqlite"])
+@pytest.mark.parametrize("store", STORE_KINDS)
 @settings(max_examples=30, deadline=None)
 @given(triggers=st.lists(st.sampled_from(INSTANCE_TRIGGERS), max_size=8))
 def test_instance_walks_follow_the_table(store: str, triggers: list[str]) -> None:
@@ -97,7 +98,7 @@ def fire_on_agent(caller: Caller, agent_id: str, trigger: str) -> str:
     return status
 
 
-@pytest.mark.parametrize("store", ["memory", "sqlite"])
+@pytest.mark.parametrize("store", STORE_KINDS)
 @settings(max_examples=30, deadline=None)
 @given(triggers=st.lists(st.sampled_from(AGENT_TRIGGERS), max_size=8))
 def test_agent_walks_follow_the_table(store: str, triggers: list[str]) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from governance_core.storage import MemoryStore, SQLiteStore, Store
 from governance_core.testing import StoreContract
+from tests.stores import shared_slots
 
 
 class TestMemoryStore(StoreContract):
@@ -28,3 +29,14 @@ class TestSQLiteFile(StoreContract):
     def teardown_method(self, method: object = None) -> None:
         super().teardown_method(method)
         shutil.rmtree(self.directory)
+
+
+class TestPostgresStore(StoreContract):
+    """Needs $GOVERNANCE_TEST_POSTGRES_URL; each test gets an emptied schema of one database."""
+
+    def make_store(self) -> Store:
+        return shared_slots().store()
+
+    def teardown_method(self, method: object = None) -> None:
+        # The slot closes its store when it is handed out again.
+        pass

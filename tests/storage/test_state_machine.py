@@ -1,7 +1,8 @@
-"""The memory and SQLite adapters, driven by the same random steps, agree after every one.
+"""The memory adapter and each other adapter, driven by the same random steps, agree after each.
 
 The pattern of the Hypothesis docs' DatabaseComparison: MemoryStore is the model, SQLiteStore
-the system under test; every answer and every failure must be the same.
+(and PostgresStore, given a server) the system under test; every answer and every failure must
+be the same.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from governance_core.storage import Filter, MemoryStore, Record, SortKey, SQLiteStore, Store
 from governance_core.storage.protocol import FilterOp
+from tests.stores import server_url, shared_slots
 
 TEXT = st.none() | st.text(st.sampled_from(["a", "b", "B", "é", "😀", "\x00"]), max_size=3)
 INTEGER = (
@@ -124,7 +126,10 @@ class StoresAgree(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.model: Store = MemoryStore()
-        self.real: Store = SQLiteStore(":memory:")
+        self.real: Store = self.make_real()
+
+    def make_real(self) -> Store:
+        return SQLiteStore(":memory:")
 
     def both(self, action: Callable[[Store], Any]) -> Any:
         expected = _outcome(lambda: action(self.model))
@@ -188,3 +193,19 @@ class StoresAgree(RuleBasedStateMachine):
 
 StoresAgree.TestCase.settings = settings(max_examples=50, stateful_step_count=30, deadline=None)
 TestStoresAgree = StoresAgree.TestCase
+
+
+class PostgresStoresAgree(StoresAgree):
+    def make_real(self) -> Store:
+        return shared_slots().store()
+
+    def teardown(self) -> None:
+        self.model.close()  # the slot closes the real store when it is handed out again
+
+
+PostgresStoresAgree.TestCase.settings = StoresAgree.TestCase.settings
+
+
+class TestPostgresStoresAgree(PostgresStoresAgree.TestCase):  # type: ignore[misc,valid-type]
+    def setUp(self) -> None:
+        server_url()  # skips, or fails when required, without a server

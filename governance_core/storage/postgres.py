@@ -1,0 +1,455 @@
+r"""The PostgreSQL adapter (psycopg 3 and psycopg-pool): SERIALIZABLE writers, own migrations.
+
+Each table holds the whole record as ``json`` in ``data`` and a copy of each declared field in
+its own typed, indexed column (``text COLLATE "C"``, ``bigint``, ``double precision``). Several
+processes may write at once: every transaction runs at SERIALIZABLE isolation, so a write that
+collides with a concurrent one is rolled back whole and raised as
+:class:`~governance_core.errors.WriteConflict`, which the library re-runs a bounded number of
+times. A lock timeout, a lost connection or an exhausted pool is
+:class:`~governance_core.errors.TemporarilyUnavailable`. Nested transactions are savepoints.
+
+``data`` is ``json``, not ``jsonb``: ``jsonb`` refuses the escape ``\u0000`` and turns a float
+such as ``1e+20`` into an integer, and the contract requires both to come back as stored. Text
+columns cannot hold NUL either, so declared text is stored with an order-keeping escape
+(``\x01`` becomes ``\x01\x02`` and ``\x00`` becomes ``\x01\x01``); the record itself is
+always read from ``data``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+import psycopg.errors
+from psycopg import IsolationLevel, sql
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from governance_core.errors import TemporarilyUnavailable, WriteConflict
+from governance_core.storage._common import (
+    _fits,
+    check_key,
+    check_page,
+    check_query,
+    column_values,
+    encode,
+)
+from governance_core.storage.protocol import Filter, Record, SortKey
+from governance_core.storage.schema import SCHEMA_VERSION, TABLES, Column, ColumnType, Table
+
+__all__ = [
+    "LOCK_TIMEOUT_MS",
+    "POOL_MAX_SIZE",
+    "RETRY_AFTER_MS",
+    "PostgresStore",
+]
+
+LOCK_TIMEOUT_MS = 5000
+"""How long a statement waits for a row or table lock before the database counts as busy."""
+POOL_MAX_SIZE = 8
+"""Connections a store keeps at most (``?pool_max_size=`` in the URL changes it)."""
+RETRY_AFTER_MS = 250
+"""The ``retry_after_ms`` a busy or unreachable database answers with."""
+
+_SQL_TYPES: dict[ColumnType, str] = {
+    "text": 'text COLLATE "C"',
+    "integer": "bigint",
+    "real": "double precision",
+}
+_OPS = {"eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_CONFLICTS = (
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.UniqueViolation,
+)
+_BUSY = (
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.QueryCanceled,
+    psycopg.errors.AdminShutdown,
+    psycopg.errors.CannotConnectNow,
+    psycopg.errors.TooManyConnections,
+)
+# Any 64-bit number: the key of the session lock that lets one process at a time migrate.
+_MIGRATION_LOCK = 0x676F76_5F6D6967
+_PAGE = 500
+_POOL_PARAMETERS = {"pool_min_size", "pool_max_size", "pool_timeout"}
+_ID = Column("id")
+
+
+class PostgresStore:
+    """A store in one PostgreSQL database, safe to share between threads.
+
+    ``url`` is a libpq URL (``postgresql://user@host:5432/dbname``); three query parameters
+    of the URL belong to the store and are not sent to the server: ``pool_min_size``,
+    ``pool_max_size`` (connections kept, default 1 and :data:`POOL_MAX_SIZE`) and
+    ``pool_timeout`` (seconds a caller waits for a free connection, default 5). A thread in a
+    transaction holds one connection until the outermost block ends; reads outside a
+    transaction borrow one for a single autocommitted statement.
+    """
+
+    def __init__(self, url: str, *, lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> None:
+        if isinstance(lock_timeout_ms, bool) or not isinstance(lock_timeout_ms, int):
+            raise ValueError(f"lock_timeout_ms must be an integer, not {lock_timeout_ms!r}")
+        if lock_timeout_ms < 0:
+            raise ValueError(f"lock_timeout_ms must be 0 or more, not {lock_timeout_ms}")
+        conninfo, pool = _split_url(url)
+        self.lock_timeout_ms = lock_timeout_ms
+        self._local = threading.local()
+        self._statements = {table.name: _Statements(table) for table in TABLES.values()}
+        # One connection of its own first: an unreachable server or a missing database is
+        # reported with the driver's reason, and the schema is migrated before any pooling.
+        try:
+            with psycopg.connect(conninfo, autocommit=True) as conn:
+                _migrate(conn)
+        except psycopg.OperationalError as error:
+            raise TemporarilyUnavailable(
+                f"the database cannot be reached: {str(error).strip()}",
+                retry_after_ms=RETRY_AFTER_MS,
+            ) from error
+        self._pool = ConnectionPool(
+            conninfo,
+            min_size=int(pool.get("pool_min_size", 1)),
+            max_size=int(pool.get("pool_max_size", POOL_MAX_SIZE)),
+            timeout=pool.get("pool_timeout", 5.0),
+            kwargs={"autocommit": True},
+            configure=self._configure,
+            open=False,
+            name="governance",
+        )
+        with _translated():
+            self._pool.open(wait=True, timeout=pool.get("pool_timeout", 5.0))
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(f"SET lock_timeout = {int(self.lock_timeout_ms)}")
+        conn.isolation_level = IsolationLevel.SERIALIZABLE
+
+    # -- connections ---------------------------------------------------------------------
+    @contextmanager
+    def _borrow(self) -> Iterator[psycopg.Connection[Any]]:
+        """The thread's transaction connection, else one from the pool; errors translated."""
+        held: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        with _translated():
+            if held is not None:
+                yield held
+            else:
+                with self._pool.connection() as conn:
+                    yield conn
+
+    def _execute(
+        self, query: str, params: Sequence[Any] = (), *, fetch: bool = True
+    ) -> list[tuple[Any, ...]]:
+        with self._borrow() as conn:
+            cursor = conn.execute(query, params)
+            return cursor.fetchall() if fetch else []
+
+    # -- the port ------------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A SERIALIZABLE transaction on the outermost call; a savepoint on nested calls.
+
+        An exception leaving a nested block rolls back that block's writes only.
+        """
+        held: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if held is not None:
+            with _translated(), held.transaction():
+                yield
+            return
+        with _translated(), self._pool.connection() as conn:
+            self._local.conn = conn
+            try:
+                with conn.transaction():
+                    yield
+            finally:
+                self._local.conn = None
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        # A write outside a transaction is a transaction of its own, SERIALIZABLE like any.
+        if getattr(self._local, "conn", None) is not None:
+            yield
+        else:
+            with self.transaction():
+                yield
+
+    def get(self, table: str, record_id: str) -> Record | None:
+        """Return the record with ``record_id``, or None."""
+        check_key(table, record_id)
+        rows = self._execute(self._statements[table].get, (_text(record_id),))
+        return rows[0][0] if rows else None
+
+    def put(self, table: str, record: Record) -> None:
+        """Insert or replace the record and its declared columns."""
+        checked = column_values(table, record)
+        columns = self._statements[table].columns
+        values = [_column(column, value) for column, value in zip(columns, checked, strict=True)]
+        values.append(encode(record))
+        with self._write():
+            self._execute(self._statements[table].put, values, fetch=False)
+
+    def delete(self, table: str, record_id: str) -> bool:
+        """Delete the record; return whether it existed."""
+        check_key(table, record_id)
+        with self._write():
+            rows = self._execute(self._statements[table].delete, (_text(record_id),))
+        return bool(rows)
+
+    def query(
+        self,
+        table: str,
+        filters: Sequence[Filter] = (),
+        sort: Sequence[SortKey] = (),
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Return the matching records, sorted, one page of them."""
+        check_query(table, filters, sort)
+        check_page(offset, limit)
+        where, params = _where(table, filters)
+        order = ", ".join([_order(key) for key in sort] + ['"id" ASC'])
+        text = f'SELECT data FROM "{table}"{where} ORDER BY {order}'
+        if limit is not None:
+            text += " LIMIT %s"
+            params.append(limit)
+        if offset:
+            text += " OFFSET %s"
+            params.append(offset)
+        return [row[0] for row in self._execute(text, params)]
+
+    def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
+        """Count the matching records."""
+        check_query(table, filters)
+        where, params = _where(table, filters)
+        rows = self._execute(f'SELECT count(*) FROM "{table}"{where}', params)
+        return int(rows[0][0])
+
+    def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
+        """Yield the matching records in id order, read 500 at a time as iteration proceeds."""
+        check_query(table, filters)
+        return self._pages(table, list(filters))
+
+    def _pages(self, table: str, filters: list[Filter]) -> Iterator[Record]:
+        page = self.query(table, filters, limit=_PAGE)
+        while True:
+            yield from page
+            if len(page) < _PAGE:
+                return
+            page = self.query(table, [*filters, Filter("id", "gt", page[-1]["id"])], limit=_PAGE)
+
+    def close(self) -> None:
+        """Close every connection of the pool."""
+        self._pool.close()
+
+
+class _Statements:
+    """The fixed statements of one table."""
+
+    def __init__(self, table: Table) -> None:
+        self.columns = (_ID, *table.columns)
+        names = [column.name for column in self.columns]
+        quoted = ", ".join(f'"{name}"' for name in [*names, "data"])
+        marks = ", ".join(["%s"] * (len(names) + 1))
+        updates = ", ".join(f'"{name}" = EXCLUDED."{name}"' for name in [*names[1:], "data"])
+        self.put = (
+            f'INSERT INTO "{table.name}" ({quoted}) VALUES ({marks})'
+            f' ON CONFLICT ("id") DO UPDATE SET {updates}'
+        )
+        self.get = f'SELECT data FROM "{table.name}" WHERE "id" = %s'
+        self.delete = f'DELETE FROM "{table.name}" WHERE "id" = %s RETURNING 1'
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Raise the driver's transient failures as the library's errors."""
+    try:
+        yield
+    except _CONFLICTS as error:
+        raise WriteConflict(retry_after_ms=RETRY_AFTER_MS) from error
+    except _BUSY as error:
+        raise TemporarilyUnavailable(
+            "the database is busy, retry shortly", retry_after_ms=RETRY_AFTER_MS
+        ) from error
+    except PoolTimeout as error:
+        raise TemporarilyUnavailable(
+            "no database connection is free, retry shortly", retry_after_ms=RETRY_AFTER_MS
+        ) from error
+    except psycopg.OperationalError as error:
+        raise TemporarilyUnavailable(
+            "the database cannot be reached, retry shortly", retry_after_ms=RETRY_AFTER_MS
+        ) from error
+
+
+def _split_url(url: str) -> tuple[str, dict[str, float]]:
+    """The URL without the store's own query parameters, and those parameters."""
+    if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
+        raise ValueError(f"a PostgreSQL store needs a postgresql:// URL, not {url!r}")
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    ours: dict[str, float] = {}
+    for name, text in query:
+        if name not in _POOL_PARAMETERS:
+            continue
+        try:
+            value = float(text) if name == "pool_timeout" else int(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            kind = "number of seconds" if name == "pool_timeout" else "whole number"
+            raise ValueError(f"{name} in the database URL must be a positive {kind}, not {text!r}")
+        ours[name] = value
+    rest = [(name, value) for name, value in query if name not in _POOL_PARAMETERS]
+    return urlunsplit(parts._replace(query=urlencode(rest))), ours
+
+
+def _text(value: str) -> str:
+    # PostgreSQL text holds no NUL; this escape keeps code point order and equality.
+    if "\x00" in value or "\x01" in value:
+        return value.replace("\x01", "\x01\x02").replace("\x00", "\x01\x01")
+    return value
+
+
+def _column(column: Column, value: Any) -> Any:
+    if value is None:
+        return None
+    if column.type == "text":
+        return _text(value)
+    if column.type == "integer":
+        return int(value)
+    return float(value)
+
+
+def _where(table: str, filters: Sequence[Filter]) -> tuple[str, list[Any]]:
+    columns = {column.name: column for column in (_ID, *TABLES[table].columns)}
+    clauses: list[str] = []
+    params: list[Any] = []
+    for condition in filters:
+        column = columns[condition.field]
+        name = f'"{condition.field}"'
+        if condition.op == "in":
+            items = [_column(column, item) for item in condition.value if item is not None]
+            if not items:
+                clauses.append("FALSE")
+                continue
+            clauses.append(f"{name} IN ({', '.join(['%s'] * len(items))})")
+            params.extend(items)
+        elif condition.value is None and condition.op in ("eq", "ne"):
+            clauses.append(f"{name} IS {'NOT ' if condition.op == 'ne' else ''}NULL")
+        elif condition.value is None:
+            clauses.append("FALSE")
+        else:
+            clauses.append(f"{name} {_OPS[condition.op]} %s")
+            params.append(_column(column, condition.value))
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _order(key: SortKey) -> str:
+    # Under ``auto`` nulls sort lowest, as in the other adapters (so a list answers alike on
+    # every store) and as the indexes are built, so both directions can scan an index.
+    nulls = key.nulls if key.nulls != "auto" else ("last" if key.descending else "first")
+    return f'"{key.field}" {"DESC" if key.descending else "ASC"} NULLS {nulls.upper()}'
+
+
+# -- the schema ------------------------------------------------------------------------------
+def _migrate(conn: psycopg.Connection[Any]) -> None:
+    """Create missing tables, columns (backfilled from ``data``) and indexes, once.
+
+    A session advisory lock makes processes that open an empty database together take turns:
+    the first creates the schema, the others find it made. A database written by a newer
+    schema is refused: this code would leave the newer columns stale.
+    """
+    conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    # Read committed, so that each statement sees what a process before this one committed.
+    conn.isolation_level = IsolationLevel.READ_COMMITTED
+    try:
+        with conn.transaction():
+            _migrate_schema(conn)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+
+
+def _migrate_schema(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(
+        'CREATE TABLE IF NOT EXISTS "_meta" (key text PRIMARY KEY, value text NOT NULL)'
+    )
+    row = conn.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchone()
+    if row is not None and int(row[0]) > SCHEMA_VERSION:
+        raise RuntimeError(
+            f"the database has schema version {row[0]}, newer than this library's"
+            f" {SCHEMA_VERSION}: upgrade the library to open it"
+        )
+    present: dict[str, set[str]] = {}
+    for table_name, column_name in conn.execute(
+        "SELECT table_name, column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema()"
+    ):
+        present.setdefault(table_name, set()).add(column_name)
+    indexes = {
+        name for (name,) in conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+        )
+    }
+    for table in TABLES.values():
+        _migrate_table(conn, table, present.get(table.name), indexes)
+    if row is None or int(row[0]) != SCHEMA_VERSION:
+        conn.execute(
+            "INSERT INTO _meta (key, value) VALUES ('schema_version', %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            (str(SCHEMA_VERSION),),
+        )
+
+
+def _migrate_table(
+    conn: psycopg.Connection[Any], table: Table, present: set[str] | None, indexes: set[str]
+) -> None:
+    name = sql.Identifier(table.name)
+    if present is None:
+        columns: list[sql.Composable] = [sql.SQL('"id" text COLLATE "C" PRIMARY KEY')]
+        columns += [
+            sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(_SQL_TYPES[c.type]))
+            for c in table.columns
+        ]
+        columns.append(sql.SQL('"data" json NOT NULL'))
+        conn.execute(sql.SQL("CREATE TABLE {} ({})").format(name, sql.SQL(", ").join(columns)))
+    else:
+        missing = [c for c in table.columns if c.name not in present]
+        for column in missing:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(
+                    name, sql.Identifier(column.name), sql.SQL(_SQL_TYPES[column.type])
+                )
+            )
+        if missing:
+            _backfill(conn, table, missing)
+    for index in [(c.name,) for c in table.columns] + list(table.indexes):
+        index_name = "__".join((table.name, *index))
+        if index_name not in indexes:
+            conn.execute(
+                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
+                    sql.Identifier(index_name),
+                    name,
+                    sql.SQL(", ").join(
+                        sql.SQL("{} NULLS FIRST").format(sql.Identifier(c)) for c in index
+                    ),
+                )
+            )
+
+
+def _backfill(conn: psycopg.Connection[Any], table: Table, columns: list[Column]) -> None:
+    """Copy new declared fields out of each stored record (a value of another type stays null)."""
+    update = sql.SQL("UPDATE {} SET {} WHERE id = %s").format(
+        sql.Identifier(table.name),
+        sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(c.name)) for c in columns),
+    )
+    rows = conn.execute(sql.SQL("SELECT id, data FROM {}").format(sql.Identifier(table.name)))
+    changes = []
+    for record_id, record in rows.fetchall():
+        values = [record.get(c.name) for c in columns]
+        values = [_column(c, v) if v is not None and _fits(c.type, v) else None
+                  for c, v in zip(columns, values, strict=True)]
+        if any(value is not None for value in values):
+            changes.append([*values, record_id])
+    if changes:
+        with conn.cursor() as cursor:
+            cursor.executemany(update, changes)

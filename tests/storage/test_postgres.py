@@ -1,0 +1,308 @@
+"""What the PostgreSQL adapter adds to the contract: its schema, migrations, driver errors, secrets.
+
+Needs $GOVERNANCE_TEST_POSTGRES_URL; each test works in an empty schema of its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import multiprocessing
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from governance_core.clock import FixedClock
+from governance_core.encryption import generate_key
+from governance_core.errors import TemporarilyUnavailable, WriteConflict
+from governance_core.ids import SeededIds
+from governance_core.service import Governance
+from governance_core.storage import Filter, SortKey, open_store
+from governance_core.storage.schema import SCHEMA_VERSION, TABLES
+from tests.core.insight_world import insight_world
+from tests.core.test_sensitive_values import PAYLOAD, SSN, show_span, write_sensitive_run
+from tests.stores import scratch_schema, server_url, with_query
+
+
+def _psycopg() -> Any:
+    server_url()  # skips, or fails when required, without a server or the driver
+    import psycopg as module
+
+    return module
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    """A URL whose connections use a new, empty schema, dropped afterwards."""
+    with scratch_schema("adapter") as made:
+        yield made
+
+
+def _raw(url: str) -> Any:
+    return _psycopg().connect(url, autocommit=True)
+
+
+def _open(url: str, **options: Any) -> Any:
+    from governance_core.storage.postgres import PostgresStore
+
+    return PostgresStore(url, **options)
+
+
+# -- the schema -------------------------------------------------------------------------------
+def test_every_declared_field_is_a_typed_indexed_column(url: str) -> None:
+    _open(url).close()
+    with _raw(url) as raw:
+        for table in TABLES.values():
+            columns = dict(raw.execute(
+                "SELECT column_name, data_type FROM information_schema.columns"
+                " WHERE table_schema = current_schema() AND table_name = %s", (table.name,)
+            ).fetchall())
+            expected = {"id": "text", "data": "json"}
+            kinds = {"text": "text", "integer": "bigint", "real": "double precision"}
+            expected.update({c.name: kinds[c.type] for c in table.columns})
+            assert columns == expected
+            collations = {
+                name for (name,) in raw.execute(
+                    "SELECT collation_name FROM information_schema.columns WHERE"
+                    " table_schema = current_schema() AND table_name = %s AND data_type = 'text'",
+                    (table.name,),
+                )
+            }
+            assert collations == {"C"}
+            indexed = {
+                tuple(row[0].split(", ")) for row in raw.execute(
+                    "SELECT string_agg(a.attname, ', ' ORDER BY k.n) FROM pg_index i"
+                    " JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true"
+                    " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
+                    " WHERE i.indrelid = %s::regclass GROUP BY i.indexrelid", (table.name,)
+                )
+            }
+            assert {(c.name,) for c in table.columns} | set(table.indexes) <= indexed
+        version = raw.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchone()
+    assert version == (str(SCHEMA_VERSION),)
+
+
+def _open_in_process(url: str, start: Any, done: Any) -> None:
+    start.wait()
+    try:
+        _open(url).close()
+        done.put("ok")
+    except BaseException as error:
+        done.put(repr(error))
+
+
+def test_processes_opening_an_empty_database_together_migrate_it_once(url: str) -> None:
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(4)
+    done = context.Queue()
+    processes = [
+        context.Process(target=_open_in_process, args=(url, start, done)) for _ in range(4)
+    ]
+    for process in processes:
+        process.start()
+    outcomes = [done.get(timeout=60) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    assert outcomes == ["ok"] * 4
+    with _raw(url) as raw:
+        # One transaction created every table: the others found the schema made.
+        creators = raw.execute(
+            "SELECT count(DISTINCT xmin::text) FROM pg_class"
+            " WHERE relnamespace = current_schema()::regnamespace AND relname = ANY(%s)",
+            (list(TABLES),),
+        ).fetchone()
+        tables = raw.execute(
+            "SELECT count(*) FROM pg_tables"
+            " WHERE schemaname = current_schema() AND tablename = ANY(%s)", (list(TABLES),)
+        ).fetchone()
+    assert creators == (1,)
+    assert tables == (len(TABLES),)
+
+
+def test_migration_adds_and_backfills_new_columns(url: str) -> None:
+    store = _open(url)
+    agents: list[dict[str, Any]] = [
+        {"id": "g1", "name": "one", "team_id": "t1", "status": "active"},
+        {"id": "g2", "name": "two", "team_id": "t\x00", "status": "active"},
+        {"id": "g3", "name": "three", "team_id": "t2"},
+    ]
+    for record in agents:
+        store.put("agents", record)
+    store.close()
+    with _raw(url) as raw:
+        raw.execute('ALTER TABLE agents DROP COLUMN team_id, DROP COLUMN status')
+        # A value of another type than declared, written before the field was declared.
+        raw.execute(
+            "UPDATE agents SET data = %s WHERE id = 'g3'",
+            (json.dumps({"id": "g3", "name": "three", "team_id": {"not": "text"}}),),
+        )
+        raw.execute("UPDATE _meta SET value = '0'")
+    store = _open(url)
+    try:
+        assert [r["id"] for r in store.query("agents", [Filter("team_id", "eq", "t1")])] == ["g1"]
+        assert [r["id"] for r in store.query("agents", [Filter("team_id", "eq", None)])] == ["g3"]
+        ordered = store.query("agents", [Filter("team_id", "ne", None)], [SortKey("team_id")])
+        assert [r["id"] for r in ordered] == ["g2", "g1"]  # "t\x00" < "t1"
+        assert store.count("agents", [Filter("status", "eq", "active")]) == 2
+    finally:
+        store.close()
+    with _raw(url) as raw:
+        assert raw.execute("SELECT value FROM _meta").fetchone() == (str(SCHEMA_VERSION),)
+
+
+def test_a_newer_schema_is_refused(url: str) -> None:
+    _open(url).close()
+    with _raw(url) as raw:
+        raw.execute("UPDATE _meta SET value = %s", (str(SCHEMA_VERSION + 1),))
+    with pytest.raises(RuntimeError, match="newer than this library"):
+        _open(url)
+
+
+# -- locations --------------------------------------------------------------------------------
+def test_a_url_opens_postgres_and_pool_parameters_stay_out_of_the_connection(url: str) -> None:
+    store = open_store(with_query(url, pool_max_size="2", pool_min_size="1",
+                                  application_name="gov-test"))
+    try:
+        assert type(store).__name__ == "PostgresStore"
+        store.put("teams", {"id": "t1"})
+        with _raw(url) as raw:
+            names = raw.execute(
+                "SELECT application_name FROM pg_stat_activity WHERE datname = current_database()"
+            ).fetchall()
+        assert ("gov-test",) in names
+    finally:
+        store.close()
+    for name, bad in (("pool_max_size", "0"), ("pool_max_size", "many"),
+                      ("pool_min_size", "1.5"), ("pool_timeout", "-1")):
+        with pytest.raises(ValueError, match=name):
+            open_store(with_query(url, **{name: bad}))
+
+
+def test_an_unreachable_database_is_temporarily_unavailable_with_the_reason(url: str) -> None:
+    with pytest.raises(TemporarilyUnavailable, match=r"cannot be reached.*does not exist"):
+        open_store(url.rsplit("/", 1)[0] + "/no_such_database_here")
+
+
+# -- driver errors ----------------------------------------------------------------------------
+def test_a_concurrent_update_is_a_write_conflict_and_rolls_back(url: str) -> None:
+    store = _open(url)
+    try:
+        store.put("teams", {"id": "counter", "value": 0})
+        with pytest.raises(WriteConflict) as raised, store.transaction():
+            seen = store.get("teams", "counter")
+            store.put("teams", {"id": "mine"})
+            with _raw(url) as other:
+                other.execute("UPDATE teams SET data = '{\"id\": \"counter\", \"value\": 5}'")
+            store.put("teams", {**(seen or {}), "value": 1})
+        assert raised.value.code == "temporarily_unavailable"
+        assert raised.value.retry_after_ms > 0
+        assert store.get("teams", "mine") is None
+        assert store.get("teams", "counter") == {"id": "counter", "value": 5}
+    finally:
+        store.close()
+
+
+def test_a_held_lock_past_the_lock_timeout_is_temporarily_unavailable(url: str) -> None:
+    store = _open(url, lock_timeout_ms=100)
+    try:
+        store.put("teams", {"id": "t1"})
+        with _raw(url) as other, other.transaction():
+            other.execute("SELECT * FROM teams WHERE id = 't1' FOR UPDATE")
+            with pytest.raises(TemporarilyUnavailable) as raised:
+                store.put("teams", {"id": "t1", "name": "x"})
+        assert not isinstance(raised.value, WriteConflict)
+        store.put("teams", {"id": "t1", "name": "after"})
+        assert store.get("teams", "t1") == {"id": "t1", "name": "after"}
+    finally:
+        store.close()
+
+
+def test_a_lost_connection_is_temporarily_unavailable_and_the_store_recovers(url: str) -> None:
+    url = with_query(url, application_name="gov-lost-connection")
+    store = _open(url)
+    try:
+        store.put("teams", {"id": "t1"})
+        with pytest.raises(TemporarilyUnavailable), store.transaction():
+            store.put("teams", {"id": "t2"})
+            with _raw(url) as other:
+                other.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE application_name = 'gov-lost-connection' AND pid <> pg_backend_pid()"
+                )
+            store.put("teams", {"id": "t3"})
+        for _ in range(3):  # the pool may still hold connections the server ended
+            try:
+                ids = [r["id"] for r in store.query("teams")]
+                break
+            except TemporarilyUnavailable:
+                continue
+        assert ids == ["t1"]
+    finally:
+        store.close()
+
+
+def test_threads_in_transactions_each_use_their_own_connection(url: str) -> None:
+    store = _open(url)
+    inside = threading.Barrier(2)
+    seen: list[Any] = []
+
+    def writer() -> None:
+        with store.transaction():
+            store.put("teams", {"id": "uncommitted"})
+            inside.wait()
+            inside.wait()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        inside.wait()
+        seen.append(store.get("teams", "uncommitted"))
+        inside.wait()
+        thread.join()
+        seen.append(store.get("teams", "uncommitted"))
+    finally:
+        store.close()
+    assert seen == [None, {"id": "uncommitted"}]
+
+
+# -- what is kept where -----------------------------------------------------------------------
+def _every_row(url: str) -> str:
+    with _raw(url) as raw:
+        return "\n".join(
+            str(row)
+            for table in TABLES
+            for row in raw.execute(f'SELECT t::text FROM "{table}" t'.encode())
+        )
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_secrets_are_hashes_and_sensitive_values_stay_in_their_table(
+    url: str, encrypted: bool
+) -> None:
+    key = generate_key() if encrypted else None
+    gov = Governance.open(url, encryption_key=key, clock=FixedClock(), ids=SeededIds(5))
+    try:
+        boot = gov.bootstrap()
+        world = insight_world(gov, boot)
+        span_id = write_sensitive_run(world)
+        issued = world.caller.call("api_tokens/create", details={"description": "ci"},
+                                   idempotency_key="token-key-1")
+        assert show_span(world, span_id)["payload"] == PAYLOAD
+    finally:
+        gov.close()
+    everything = _every_row(url)
+    for token in (boot.token, issued["token"]):
+        assert token not in everything
+    with _raw(url) as raw:
+        outside = "\n".join(
+            str(row) for table in TABLES if table != "sensitive_values"
+            for row in raw.execute(f'SELECT t::text FROM "{table}" t'.encode())
+        )
+        kept = [row[0] for row in raw.execute("SELECT data FROM sensitive_values")]
+    plain = "\n".join(base64.b64decode(record["ciphertext"]).decode("latin-1") for record in kept)
+    for secret in (SSN, "result-secret-77"):
+        assert secret not in outside
+        assert (secret in plain) is not encrypted
+    assert len(kept) == 2
