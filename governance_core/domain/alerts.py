@@ -13,11 +13,11 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.converter import from_record, to_record
 from governance_core.domain.runs import schema_entry, system_span
 from governance_core.errors import AlertAlreadyCleared
 from governance_core.models.agents import Alert
-from governance_core.registry import Context
 from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.states import ALERT, advance, initial
 from governance_core.rules.templates import render_template

@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from governance_core.context import Context
 from governance_core.converter import from_record, json_ready
 from governance_core.domain.alerts import raise_alert
 from governance_core.models.accounts import RiskProfile
-from governance_core.registry import Context
 from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.risk import (
     DEFAULT_RULESET,

@@ -20,9 +20,9 @@ from typing import Any
 import attrs
 
 from governance_core.clock import format_timestamp
+from governance_core.context import Context
 from governance_core.converter import from_record, to_record
 from governance_core.models.agents import Agent, AgentInstance, AgentSpan, empty_instance_counts
-from governance_core.registry import Context
 from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.aggregates import ACTIVITY, apply_span, latest
 from governance_core.rules.payload_validation import validate_payload

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.converter import from_record, to_record
 from governance_core.domain.risk import raise_if_critical
 from governance_core.domain.runs import (
@@ -31,7 +32,6 @@ from governance_core.domain.runs import (
 from governance_core.domain.sensitive_values import keep_values
 from governance_core.ids import extract_partition
 from governance_core.models.agents import AgentSpan
-from governance_core.registry import Context
 from governance_core.repository import KIND_TABLES, Filter, Record
 from governance_core.rules.aggregates import ACTIVITY
 from governance_core.rules.states import SPAN, advance

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from governance_core.context import Context
 from governance_core.converter import json_ready
 from governance_core.domain.insights import run_insights
 from governance_core.domain.risk import Rulesets
@@ -29,7 +30,7 @@ from governance_core.operations.common import (
     load_record,
     reach_filters,
 )
-from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.states import (
     FINISH_STATUSES,

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from governance_core.clock import format_timestamp
+from governance_core.context import Context
 from governance_core.converter import from_record, json_ready
 from governance_core.domain import spans
 from governance_core.domain.risk import Rulesets, span_risk_fields
@@ -40,7 +41,7 @@ from governance_core.operations.common import (
     read_instance_ref,
     resolve_ref,
 )
-from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.aggregates import ACTIVITY
 from governance_core.rules.states import (

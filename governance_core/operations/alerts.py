@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from governance_core.context import Context
 from governance_core.converter import from_record
 from governance_core.domain.alerts import clear_alert, find_alert, raise_alert
 from governance_core.domain.runs import NAME_MAX, in_reach
@@ -32,7 +33,7 @@ from governance_core.operations.common import (
     read_instance_ref,
     tenant,
 )
-from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.states import ALERT, states
 
