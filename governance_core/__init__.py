@@ -9,6 +9,7 @@ importing this package never requires a database driver.
 
 from governance_core.client import UNSET, AccountOperations, Issued, Unset
 from governance_core.clock import Clock, FixedClock, SystemClock, format_timestamp, parse_timestamp
+from governance_core.context import Config, Principal
 from governance_core.encryption import FernetCipher, PlainCipher, ValueCipher, generate_key
 from governance_core.errors import (
     AlertAlreadyCleared,
@@ -35,7 +36,6 @@ from governance_core.errors import (
 )
 from governance_core.ids import IdFactory, SeededIds, is_pfid
 from governance_core.recording import Run, RunTerminated, SpanRecorder
-from governance_core.registry import Config, Principal
 from governance_core.service import Bootstrap, Governance, Session
 from governance_core.storage import Filter, MemoryStore, Record, SortKey, SQLiteStore, Store
 

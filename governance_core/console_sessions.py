@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 import attrs
 
 from governance_core.clock import format_timestamp, parse_timestamp
+from governance_core.context import Principal
 from governance_core.errors import NotPermitted
-from governance_core.registry import Principal
 from governance_core.service import Governance, Session
 from governance_core.storage.protocol import Filter, SortKey, Store
 

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from governance_core.clock import format_timestamp
+from governance_core.context import Context
 from governance_core.credentials import ShownOnce, withhold_secrets
 from governance_core.errors import FieldErrors, IdempotencyKeyAlreadyUsed
 from governance_core.fields import flatten_params
-from governance_core.registry import Context
 
 __all__ = ["KEY_MAX", "KEY_MIN", "fingerprint", "find_replay", "remember", "resolve_key"]
 

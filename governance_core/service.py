@@ -21,6 +21,7 @@ import attrs
 from governance_core.caches import Caches
 from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp, parse_timestamp
+from governance_core.context import Config, Context, Principal
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
 from governance_core.encryption import cipher_from_key
 from governance_core.errors import (
@@ -35,7 +36,7 @@ from governance_core.idempotency import find_replay, fingerprint, remember, reso
 from governance_core.ids import IdFactory
 from governance_core.operations import default_registry
 from governance_core.recording import Run
-from governance_core.registry import Config, Context, Operation, Principal, Registry
+from governance_core.registry import Operation, Registry
 from governance_core.rules.cost import load_catalogue
 from governance_core.storage import open_store
 from governance_core.storage.protocol import Filter, Store

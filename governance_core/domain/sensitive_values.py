@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from typing import Any, TypeVar, cast
 
 from governance_core.clock import format_timestamp
+from governance_core.context import Context
 from governance_core.converter import json_ready
 from governance_core.errors import ValidationErrors
 from governance_core.fields import Fields
-from governance_core.registry import Context
 from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.sensitive import restore_sensitive, split_sensitive
 

@@ -6,10 +6,10 @@ field errors (422), and a taken one only once the request is otherwise valid (40
 
 from __future__ import annotations
 
+from governance_core.context import Context
 from governance_core.errors import Conflict
 from governance_core.fields import Fields
 from governance_core.ids import extract_partition
-from governance_core.registry import Context
 from governance_core.repository import KIND_TABLES
 
 __all__ = ["claim_id", "read_supplied_id"]

@@ -6,6 +6,7 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context, Principal
 from governance_core.converter import from_record, to_record
 from governance_core.envelopes import details_envelope
 from governance_core.errors import NotFound
@@ -13,7 +14,7 @@ from governance_core.fields import Fields
 from governance_core.models.accounts import Account, AdminUser, Environment, RiskProfile
 from governance_core.operations.api_tokens import issue_token
 from governance_core.operations.common import list_response, load
-from governance_core.registry import Context, Principal, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 
 __all__ = [

@@ -7,6 +7,7 @@ from urllib.parse import quote
 
 import attrs
 
+from governance_core.context import Context, Principal
 from governance_core.converter import from_record
 from governance_core.credentials import ShownOnce, hash_secret, new_secret
 from governance_core.envelopes import details_envelope
@@ -16,7 +17,7 @@ from governance_core.models.accounts import AdminUser, AdminUserInvite
 from governance_core.operations.admin_users import admin_user_details
 from governance_core.operations.api_tokens import issue_token
 from governance_core.operations.common import load, save, tenant
-from governance_core.registry import Context, Principal, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter
 from governance_core.rules.emails import MAX_EMAIL_LENGTH, is_email
 from governance_core.rules.states import INVITE, advance, initial

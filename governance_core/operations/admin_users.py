@@ -6,13 +6,14 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.envelopes import details_envelope
 from governance_core.errors import NotPermitted
 from governance_core.fields import Fields
 from governance_core.models.accounts import AdminUser
 from governance_core.operations.accounts import account_summary, switchable_account_ids
 from governance_core.operations.common import load, save
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 
 __all__ = ["admin_user_details"]
 

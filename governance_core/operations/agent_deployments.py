@@ -6,6 +6,7 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.converter import from_record
 from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope
@@ -20,7 +21,7 @@ from governance_core.operations.common import (
     save,
     tenant,
 )
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter
 
 __all__ = [

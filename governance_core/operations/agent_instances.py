@@ -12,7 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from governance_core.clock import format_timestamp
+from governance_core.context import Context
 from governance_core.converter import json_ready
+from governance_core.domain.insights import run_insights
+from governance_core.domain.risk import Rulesets
 from governance_core.domain.runs import advance_instance, cancel_active_spans
 from governance_core.domain.sensitive_values import may_reveal, reveal_quality
 from governance_core.envelopes import ready_envelope
@@ -28,9 +31,7 @@ from governance_core.operations.common import (
     load_record,
     reach_filters,
 )
-from governance_core.operations.run_insights import run_insights
-from governance_core.operations.run_risk import Rulesets
-from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.states import (
     FINISH_STATUSES,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from governance_core.context import Context
 from governance_core.envelopes import details_envelope
 from governance_core.fields import Fields
 from governance_core.models.agents import AgentSchemaVersion
@@ -14,7 +15,7 @@ from governance_core.operations.common import (
     save,
     tenant,
 )
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.schemas import DeclaredSchemas
 

@@ -14,8 +14,10 @@ from typing import Any
 import attrs
 
 from governance_core.clock import format_timestamp
+from governance_core.context import Context
 from governance_core.converter import from_record, json_ready
-from governance_core.domain import runs
+from governance_core.domain import spans
+from governance_core.domain.risk import Rulesets, span_risk_fields
 from governance_core.domain.runs import (
     NAME_MAX,
     control,
@@ -39,9 +41,7 @@ from governance_core.operations.common import (
     read_instance_ref,
     resolve_ref,
 )
-from governance_core.operations.risk_alerts import raise_if_critical
-from governance_core.operations.run_risk import Rulesets, span_risk_fields
-from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.aggregates import ACTIVITY
 from governance_core.rules.states import (
@@ -172,7 +172,7 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     started_at = fields.timestamp("started_at") or ctx.now
     finished_at = fields.timestamp("finished_at")
     parent = (
-        None if runs.parent_to_come(ctx, parent_id)
+        None if spans.parent_to_come(ctx, parent_id)
         else resolve_ref(ctx, fields, "parent_span_id", "agent_span", parent_id)
     )
     same_run = parent is None or instance is None or parent["agent_instance_id"] == instance["id"]
@@ -186,24 +186,20 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         finished_at = max(started_at, ctx.now)
     if finished_at is not None and finished_at < started_at:
         fields.errors.invalid("finished_at", "finished_at may not be before started_at")
-    if requested is not None and instance is not None and runs.named_by_another_run(
+    if requested is not None and instance is not None and spans.named_by_another_run(
         ctx, requested, instance["id"]
     ):
         fields.errors.invalid("id", "spans of another run already name this id as their parent")
     fields.done()
     assert instance is not None and schema_name is not None
-    written = runs.create_span(ctx, runs.NewSpan(
+    written = spans.create_span(ctx, spans.NewSpan(
         instance=instance, id=claim_id(ctx, requested), schema_name=schema_name,
         status=status, started_at=started_at, finished_at=finished_at, payload=payload,
         result_payload=result_payload, parent_span_id=parent_id, sensitive_encoding=sensitive,
         kept=kept,
     ))
-    instance = raise_if_critical(
-        ctx, written.instance, written.span, written.schema_version, written.span_type,
-        written.agent,
-    )
     details = span_details(ctx, written.span, SpanView(), written.span_type)
-    return ready_envelope(details, **control(instance))
+    return ready_envelope(details, **control(written.instance))
 
 
 @operation("agent_spans/finish", write=True, scopes=ANY_SCOPE)
@@ -222,7 +218,7 @@ def finish_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     if finished_at < span.started_at:
         fields.errors.invalid("timestamp", "timestamp may not be before the span's started_at")
     fields.done()
-    written = runs.finish_span(ctx, record, runs.SpanFinish(
+    written = spans.finish_span(ctx, record, spans.SpanFinish(
         status=asked, finished_at=finished_at, result_payload=result_payload,
         sent_result=sent_result, sensitive_encoding=sensitive, result_values=result_values,
     ))

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.converter import from_record
 from governance_core.envelopes import details_envelope
 from governance_core.fields import Fields
@@ -18,7 +19,7 @@ from governance_core.operations.common import (
     save,
     tenant,
 )
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 
 __all__ = [

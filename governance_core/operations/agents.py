@@ -10,7 +10,10 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.converter import from_record
+from governance_core.domain.insights import run_insights
+from governance_core.domain.risk import Rulesets
 from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope, list_envelope
 from governance_core.errors import Conflict, InvalidAction, NotFound
@@ -25,10 +28,8 @@ from governance_core.operations.common import (
     save,
     tenant,
 )
-from governance_core.operations.run_insights import run_insights
-from governance_core.operations.run_risk import Rulesets
 from governance_core.pagination import parse_page_request, parse_sorting
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.actions import AGENT_STATUSES, agent_status, available_actions
 from governance_core.rules.risk import RISK_LEVELS

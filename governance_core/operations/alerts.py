@@ -8,13 +8,12 @@ no span metric counts, and the run's ``raised_alert_count`` is kept on each writ
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-import attrs
-
-from governance_core.converter import from_record, to_record
-from governance_core.domain.runs import NAME_MAX, in_reach, schema_entry, system_span
+from governance_core.context import Context
+from governance_core.converter import from_record
+from governance_core.domain.alerts import clear_alert, find_alert, raise_alert
+from governance_core.domain.runs import NAME_MAX, in_reach
 from governance_core.domain.sensitive_values import (
     SplitValues,
     keep_values,
@@ -23,7 +22,7 @@ from governance_core.domain.sensitive_values import (
     split_member,
 )
 from governance_core.envelopes import details_envelope, success
-from governance_core.errors import AlertAlreadyCleared, AlertUnknown, InvalidValue, NotFound
+from governance_core.errors import AlertUnknown, InvalidValue, NotFound
 from governance_core.fields import Fields
 from governance_core.models.agents import Alert
 from governance_core.operations.common import (
@@ -34,33 +33,20 @@ from governance_core.operations.common import (
     read_instance_ref,
     tenant,
 )
-from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Filter, Record
-from governance_core.rules.states import ALERT, advance, initial, states
-from governance_core.rules.templates import render_template
+from governance_core.rules.states import ALERT, states
 
 __all__ = [
     "SEVERITIES",
     "SORTABLE",
     "STATUSES",
-    "AlertWrite",
     "alert_details",
-    "clear_alert",
-    "raise_alert",
 ]
 
 SEVERITIES = ("critical", "error", "warning", "info")
 STATUSES = states(ALERT)
 SORTABLE = ("id", "raised_at", "cleared_at", "severity", "name")
-ALERT_SCHEMAS = "alert_schemas"
-
-
-@attrs.frozen
-class AlertWrite:
-    """What a raise or clear stored: the alert and its run's instance record."""
-
-    alert: Alert
-    instance: Record
 
 
 def alert_details(alert: Alert) -> dict[str, Any]:
@@ -85,96 +71,6 @@ def alert_details(alert: Alert) -> dict[str, Any]:
         "version": alert.version,
         "type": "alert",
     }
-
-
-def _find(ctx: Context, instance_id: str, name: str) -> Alert | None:
-    found = ctx.store.query(
-        "alerts",
-        [tenant(ctx), Filter("agent_instance_id", "eq", instance_id), Filter("name", "eq", name)],
-        limit=1,
-    )
-    return from_record(Alert, found[0]) if found else None
-
-
-def _record_event(
-    ctx: Context, instance: Record, alert: Alert, event: str, count_change: int
-) -> AlertWrite:
-    """Store ``alert``, move the run's ``raised_alert_count``, and write the event's span."""
-    ctx.store.put("alerts", to_record(alert))
-    count = int(instance.get("raised_alert_count") or 0) + count_change
-    stored = system_span(
-        ctx, {**instance, "raised_alert_count": count}, purpose="alert", group=ALERT_SCHEMAS,
-        name=alert.name, payload=alert.payload,
-        result_payload={
-            "event": event, "alert_id": alert.id, "status": alert.status,
-            "severity": alert.severity, "version": alert.version,
-        },
-        at=ctx.now,
-    )
-    return AlertWrite(alert, stored)
-
-
-def raise_alert(
-    ctx: Context,
-    instance: Record,
-    name: str,
-    severity: str,
-    payload: dict[str, Any],
-    *,
-    raised_at: datetime | None = None,
-    sensitive_encoding: bool = False,
-) -> AlertWrite:
-    """Raise the alert ``name`` on the run ``instance``, in the caller's transaction.
-
-    Creates it (version 1), updates a raised one (version + 1 only when severity, payload or
-    its encoding changed) or raises a cleared one again (version + 1, ``cleared_at`` null).
-    The event is recorded as an alert-purpose span. Use the returned instance record for any
-    further write of the run: it holds the new ``raised_alert_count``.
-    """
-    existing = _find(ctx, instance["id"], name)
-    entry = schema_entry(ctx, instance, ALERT_SCHEMAS, name) or {}
-    content: dict[str, Any] = {
-        "title": entry.get("title") or name,
-        "summary": render_template(entry.get("template"), payload),
-        "severity": severity,
-        "payload": payload,
-        "payload_sensitive_encoding": sensitive_encoding,
-    }
-    at = raised_at or ctx.now
-    if existing is None:
-        alert = Alert(
-            id=ctx.new_id(), account_id=instance["account_id"], agent_id=instance["agent_id"],
-            agent_instance_id=instance["id"], environment_id=instance["environment_id"],
-            name=name, status=initial(ALERT), raised_at=at, inserted_at=ctx.now, updated_at=ctx.now,
-            **content,
-        )
-        return _record_event(ctx, instance, alert, "raised", 1)
-    status = advance(ALERT, existing.status, "raise", what="alert")
-    if existing.status == "cleared":
-        alert = attrs.evolve(
-            existing, status=status, raised_at=at, cleared_at=None,
-            version=existing.version + 1, updated_at=ctx.now, **content,
-        )
-        return _record_event(ctx, instance, alert, "raised", 1)
-    alert = attrs.evolve(existing, **content)
-    if alert == existing:
-        return _record_event(ctx, instance, alert, "unchanged", 0)
-    alert = attrs.evolve(alert, version=existing.version + 1, updated_at=ctx.now)
-    return _record_event(ctx, instance, alert, "updated", 0)
-
-
-def clear_alert(ctx: Context, instance: Record, alert: Alert) -> AlertWrite:
-    """Clear a raised alert (version + 1, ``cleared_at`` now).
-
-    A cleared one is ``alert_already_cleared``.
-    """
-    if alert.status == "cleared":
-        raise AlertAlreadyCleared(f"the alert {alert.name!r} is already cleared")
-    status = advance(ALERT, alert.status, "clear", what="alert")
-    cleared = attrs.evolve(
-        alert, status=status, cleared_at=ctx.now, version=alert.version + 1, updated_at=ctx.now
-    )
-    return _record_event(ctx, instance, cleared, "cleared", -1)
 
 
 @operation("alerts/raise", write=True, scopes=ANY_SCOPE)
@@ -225,7 +121,7 @@ def clear_operation(ctx: Context, fields: Fields) -> dict[str, Any]:
     fields.done()
     assert instance is not None
     if name is not None:
-        alert = _find(ctx, instance["id"], name)
+        alert = find_alert(ctx, instance["id"], name)
         if alert is None:
             raise AlertUnknown(f"the run has no alert named {name!r}")
     else:

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.converter import from_record, to_record
 from governance_core.credentials import ShownOnce, hash_secret, new_secret
 from governance_core.envelopes import details_envelope
@@ -14,7 +15,7 @@ from governance_core.errors import InvalidAction
 from governance_core.fields import Fields
 from governance_core.models.accounts import ApiToken
 from governance_core.operations.common import list_response, load, resolve_ref, save
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.states import TOKEN, advance, initial, states
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from governance_core.bulk import BULK, check_items
+from governance_core.context import Context
 from governance_core.errors import GovernanceError, WriteConflict
 from governance_core.fields import Fields
-from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.registry import ANY_SCOPE, operation
 
 __all__ = ["run_bulk"]
 

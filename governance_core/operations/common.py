@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from governance_core.context import Context
 from governance_core.converter import from_record, to_record
 from governance_core.domain.runs import in_reach
 from governance_core.envelopes import list_envelope
@@ -12,7 +13,6 @@ from governance_core.errors import InvalidValue, NotFound, UnexpectedRefType
 from governance_core.fields import Fields
 from governance_core.ids import is_pfid
 from governance_core.pagination import parse_page_request, parse_sorting
-from governance_core.registry import Context
 from governance_core.repository import KIND_TABLES, Filter, Record, tenant_filter
 
 __all__ = [

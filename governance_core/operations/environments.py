@@ -6,6 +6,7 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.converter import from_record
 from governance_core.envelopes import details_envelope
 from governance_core.errors import Conflict
@@ -13,7 +14,7 @@ from governance_core.fields import Fields
 from governance_core.models.accounts import Environment
 from governance_core.operations.accounts import require_own_account
 from governance_core.operations.common import list_response, load, save, tenant
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 
 __all__ = ["DEFAULT_PURPOSE", "PURPOSES", "environment_details"]

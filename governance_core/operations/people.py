@@ -6,6 +6,7 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.converter import to_record
 from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope
@@ -13,7 +14,7 @@ from governance_core.fields import Fields
 from governance_core.ids import is_pfid
 from governance_core.models.accounts import Person, TeamMembership
 from governance_core.operations.common import list_response, load, resolve_ref, save, tenant
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.emails import MAX_EMAIL_LENGTH, is_email
 

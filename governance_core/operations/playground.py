@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any, Final
 
 from governance_core.clock import format_timestamp
+from governance_core.context import Context
 from governance_core.envelopes import success
 from governance_core.errors import InvalidValue
 from governance_core.fields import Fields
@@ -31,7 +32,7 @@ from governance_core.operations.agent_schema_versions import schema_version_full
 from governance_core.operations.agent_versions import agent_version_details
 from governance_core.operations.common import load_record
 from governance_core.operations.registration import register_instance
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 
 __all__ = ["AGENT", "AGENT_VERSION", "SCHEMA_VERSION"]
 

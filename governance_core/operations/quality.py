@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from governance_core.context import Context
 from governance_core.domain.runs import NAME_MAX, system_span
 from governance_core.domain.sensitive_values import (
     SplitValues,
@@ -26,7 +27,7 @@ from governance_core.envelopes import details_envelope
 from governance_core.errors import InvalidValue
 from governance_core.fields import Fields
 from governance_core.operations.agent_instances import instance_details, load_instance
-from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Record
 
 __all__ = ["set_quality"]

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.converter import from_record
 from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope
@@ -23,7 +24,7 @@ from governance_core.operations.agent_instances import PURPOSES, instance_detail
 from governance_core.operations.agent_schema_versions import find_or_create_schema_version
 from governance_core.operations.agent_versions import find_agent_version, register_agent_version
 from governance_core.operations.common import resolve_ref, save, tenant
-from governance_core.registry import ANY_SCOPE, Context, operation
+from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.schemas import DeclaredSchemas, normalize_schemas
 from governance_core.rules.states import AGENT, INSTANCE, advance, allowed, initial

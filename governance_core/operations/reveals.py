@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from governance_core.clock import format_timestamp
+from governance_core.context import Context
 from governance_core.envelopes import details_envelope
 from governance_core.fields import Fields
 from governance_core.operations.agent_spans import load_span
 from governance_core.operations.common import list_response
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.sensitive import MARKER_KEY
 

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.converter import from_record
+from governance_core.domain.risk import profile_ruleset
 from governance_core.envelopes import details_envelope
 from governance_core.errors import Conflict, GovernanceError, InvalidAction
 from governance_core.fields import Fields
 from governance_core.models.accounts import RiskProfile
 from governance_core.operations.common import list_response, load, save, tenant
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.risk import DEFAULT_RULESET, Ruleset, parse_ruleset
 
 __all__ = [
     "default_profile",
-    "profile_ruleset",
     "risk_profile_details",
-    "ruleset_for",
 ]
 
 SORTABLE = ("id", "name", "inserted_at")
@@ -34,32 +33,6 @@ def default_profile(ctx: Context) -> RiskProfile:
         description="The account's default risk profile", ruleset=DEFAULT_RULESET.to_json(),
         is_default=True, inserted_at=ctx.now, updated_at=ctx.now,
     )
-
-
-def _decimals(value: Any) -> Any:
-    # Stored rulesets hold their numbers as exact decimal strings (the converter's form).
-    if isinstance(value, dict):
-        return {key: _decimals(item) for key, item in value.items()}
-    if isinstance(value, str):
-        return Decimal(value)
-    return value
-
-
-def profile_ruleset(profile: RiskProfile) -> Ruleset:
-    """Return the profile's ruleset, read back from its stored form."""
-    return parse_ruleset(_decimals(profile.ruleset))
-
-
-def ruleset_for(ctx: Context, risk_profile_id: str | None) -> Ruleset:
-    """Return the ruleset that scores an agent: its profile's, else the account default's."""
-    if risk_profile_id is not None:
-        record = ctx.store.get("risk_profiles", risk_profile_id)
-        if record is not None and record["account_id"] == ctx.account_id:
-            return profile_ruleset(from_record(RiskProfile, record))
-    defaults = ctx.store.query("risk_profiles", [tenant(ctx), Filter("is_default", "eq", True)])
-    if not defaults:
-        return DEFAULT_RULESET
-    return profile_ruleset(from_record(RiskProfile, defaults[0]))
 
 
 def risk_profile_details(profile: RiskProfile) -> dict[str, Any]:

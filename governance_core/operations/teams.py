@@ -6,11 +6,12 @@ from typing import Any
 
 import attrs
 
+from governance_core.context import Context
 from governance_core.envelopes import details_envelope
 from governance_core.fields import Fields
 from governance_core.models.accounts import Team
 from governance_core.operations.common import list_response, load, save, tenant
-from governance_core.registry import Context, operation
+from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 
 __all__ = ["team_details", "team_summary"]

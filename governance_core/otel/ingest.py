@@ -33,7 +33,7 @@ from governance_core.otel.model import Rejection, Span
 from governance_core.service import Governance
 
 if TYPE_CHECKING:
-    from governance_core.registry import Principal
+    from governance_core.context import Principal
 
 __all__ = ["IngestResult", "ingest"]
 

@@ -10,11 +10,11 @@ import attrs
 import pytest
 
 from governance_core.clock import FixedClock
+from governance_core.context import Principal
 from governance_core.converter import to_record
 from governance_core.errors import GovernanceError, ValidationErrors
 from governance_core.ids import SeededIds
 from governance_core.models.agents import Agent
-from governance_core.registry import Principal
 from governance_core.service import Bootstrap, Governance, Session
 from tests.stores import kind_of, make_store
 

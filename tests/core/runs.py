@@ -8,8 +8,8 @@ from typing import Any
 import attrs
 
 from governance_core.clock import FixedClock
+from governance_core.context import Principal
 from governance_core.ids import SeededIds
-from governance_core.registry import Principal
 from governance_core.service import Bootstrap, Governance
 from tests.stores import make_store
 

@@ -10,13 +10,13 @@ import attrs
 import pytest
 
 from governance_core.clock import FixedClock, parse_timestamp
+from governance_core.context import Config
 from governance_core.converter import from_record
 from governance_core.credentials import hash_secret
 from governance_core.errors import Conflict, InvalidAction, NotFound
 from governance_core.ids import SeededIds
 from governance_core.models.accounts import AdminUserInvite
 from governance_core.operations.admin_user_invites import invite_status
-from governance_core.registry import Config
 from governance_core.service import Governance
 from governance_core.storage import MemoryStore
 from tests.core.accounts_world import World, canonical, fails, field_codes

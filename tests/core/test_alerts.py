@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from governance_core.domain.alerts import raise_alert
 from governance_core.errors import (
     AlertAlreadyCleared,
     AlertUnknown,
@@ -13,7 +14,6 @@ from governance_core.errors import (
     NotFound,
     ValidationErrors,
 )
-from governance_core.operations.alerts import raise_alert
 from governance_core.service import Bootstrap, Governance
 from tests.core.runs import account_caller, make_agent
 from tests.core.span_world import SpanWorld, register_run, span_world

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from governance_core.registry import Config
+from governance_core.context import Config
 from governance_core.rules.cost import extract_usage, load_catalogue
 from governance_core.service import Bootstrap, Governance
 from tests.core.insight_world import InsightWorld, insight_world, register_insight_run

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from governance_core.converter import json_ready
-from governance_core.operations.risk_alerts import RISK_CRITICAL
+from governance_core.domain.risk import RISK_CRITICAL
 from governance_core.rules.risk import DEFAULT_RULESET, normalize_data_risk, score_run
 from governance_core.service import Bootstrap, Governance
 from tests.core.insight_world import SPAN_TYPES, InsightWorld, insight_world

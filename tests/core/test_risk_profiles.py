@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from governance_core.domain.risk import ruleset_for
 from governance_core.errors import Conflict, InvalidAction, NotFound
-from governance_core.operations.risk_profiles import ruleset_for
 from governance_core.rules.risk import ACTIONS, DATA_CATEGORIES, DEFAULT_RULESET, parse_ruleset
 from tests.core.accounts_world import RULESET, World, add_agent, fails, field_codes
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from governance_core.clock import FixedClock
+from governance_core.context import Principal
 from governance_core.errors import WriteConflict
 from governance_core.ids import SeededIds
-from governance_core.registry import Principal
 from governance_core.service import WRITE_ATTEMPTS, Governance
 from governance_core.storage import MemoryStore
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from governance_core.operations.run_risk import Rulesets, instance_risk_score
-from governance_core.registry import Context
+from governance_core.context import Context
+from governance_core.domain.risk import Rulesets, instance_risk_score
 from governance_core.repository import Record
 from governance_core.rules.cost import PricingCatalogue, cost_breakdown
 from governance_core.rules.templates import render_template

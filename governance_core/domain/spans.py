@@ -1,0 +1,180 @@
+"""Span writes: a span create or finish, each one domain call in the operation's transaction.
+
+A create stores the activity span, moves its run through
+:func:`governance_core.domain.runs.record_span_and_agent` and raises the run's
+``risk_critical`` alert when the span takes it to critical
+(:func:`governance_core.domain.risk.raise_if_critical`). A finish moves the span through
+:data:`governance_core.rules.states.SPAN` and the run's aggregates with it. The handlers in
+:mod:`governance_core.operations.agent_spans` parse requests into :class:`NewSpan` and
+:class:`SpanFinish`; the two reads they make while checking a create's ids
+(:func:`parent_to_come`, :func:`named_by_another_run`) live here too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from governance_core.context import Context
+from governance_core.converter import from_record, to_record
+from governance_core.domain.risk import raise_if_critical
+from governance_core.domain.runs import (
+    SPAN_TYPES,
+    cancelled_by_termination,
+    entry_in,
+    record_span_and_agent,
+    run_schema_version,
+    schema_entry,
+    span_checks,
+)
+from governance_core.domain.sensitive_values import keep_values
+from governance_core.ids import extract_partition
+from governance_core.models.agents import AgentSpan
+from governance_core.repository import KIND_TABLES, Filter, Record
+from governance_core.rules.aggregates import ACTIVITY
+from governance_core.rules.states import SPAN, advance
+
+__all__ = [
+    "NewSpan",
+    "SpanFinish",
+    "SpanWrite",
+    "create_span",
+    "finish_span",
+    "named_by_another_run",
+    "parent_to_come",
+]
+
+
+@attrs.frozen
+class NewSpan:
+    """A span create, parsed and checked: what :func:`create_span` stores.
+
+    ``payload`` and ``result_payload`` are the stored forms (sensitive values split out into
+    ``kept``, by member name).
+    """
+
+    instance: Record
+    id: str
+    schema_name: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    payload: dict[str, Any]
+    result_payload: dict[str, Any] | None
+    parent_span_id: str | None = None
+    sensitive_encoding: bool = False
+    kept: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class SpanWrite:
+    """What a span write stored: the span and its run as stored, and what it read on the way.
+
+    ``agent`` is the run's agent when the write read it (else None); ``span_type`` the
+    span's entry in its run's schema version (None when undeclared).
+    """
+
+    span: Record
+    instance: Record
+    agent: Record | None
+    schema_version: Record | None
+    span_type: dict[str, Any] | None
+
+
+def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
+    """Store a new activity span and everything it moves, and raise ``risk_critical`` if due.
+
+    See :mod:`governance_core.domain.runs` for what a span write moves, and
+    :func:`governance_core.domain.risk.raise_if_critical` for the alert.
+    """
+    instance = new.instance
+    schema_version = run_schema_version(ctx, instance)
+    entry = entry_in(schema_version, SPAN_TYPES, new.schema_name)
+    span = AgentSpan(
+        id=new.id, account_id=instance["account_id"], agent_id=instance["agent_id"],
+        agent_instance_id=instance["id"], parent_span_id=new.parent_span_id,
+        schema_name=new.schema_name,
+        schema_title=(entry or {}).get("title") or new.schema_name, status=new.status,
+        purpose=ACTIVITY, started_at=new.started_at, finished_at=new.finished_at,
+        inserted_at=ctx.now, updated_at=ctx.now, payload=new.payload,
+        result_payload=new.result_payload, sensitive_encoding=new.sensitive_encoding,
+        **span_checks(entry, new.payload, new.result_payload),
+    )
+    record = to_record(span)
+    stored, agent = record_span_and_agent(ctx, instance, span, record=record)
+    if new.sensitive_encoding:
+        keep_values(ctx, span.id, new.kept)
+    stored = raise_if_critical(ctx, stored, record, schema_version, entry, agent)
+    return SpanWrite(record, stored, agent, schema_version, entry)
+
+
+def parent_to_come(ctx: Context, parent_id: str | None) -> bool:
+    """Whether ``parent_id`` names a parent that has not arrived yet.
+
+    That is a well-formed id of the caller's partition that no record holds: the child keeps
+    it, and is linked when a span with that id is created (OpenTelemetry exports a child when
+    it ends, before its parent has ended).
+    """
+    assert ctx.principal is not None
+    return (
+        parent_id is not None
+        and ctx.store.get("agent_spans", parent_id) is None
+        and extract_partition(parent_id) == ctx.principal.partition
+        and all(ctx.store.get(table, parent_id) is None for table in KIND_TABLES.values())
+    )
+
+
+def named_by_another_run(ctx: Context, span_id: str, instance_id: str) -> bool:
+    """Whether spans of another run already name ``span_id`` as their parent to come."""
+    return bool(ctx.store.query("agent_spans", [
+        Filter("parent_span_id", "eq", span_id), Filter("agent_instance_id", "ne", instance_id),
+    ], limit=1))
+
+
+@attrs.frozen
+class SpanFinish:
+    """A span finish, parsed and checked: what :func:`finish_span` stores.
+
+    ``result_payload`` is the stored form (``result_values`` the sensitive values split out
+    of it, kept only when ``sent_result``).
+    """
+
+    status: str
+    finished_at: datetime
+    result_payload: dict[str, Any] | None
+    sent_result: bool = False
+    sensitive_encoding: bool = False
+    result_values: dict[str, Any] = attrs.field(factory=dict)
+
+
+def finish_span(ctx: Context, record: Record, finish: SpanFinish) -> SpanWrite:
+    """Finish the stored span ``record`` (SPAN ``complete``/``failed``/``cancelled``).
+
+    A span the run's termination cancelled is answered as it is; a span finished otherwise is
+    ``invalid_action``. The payload's check stands as made at creation (the schema version
+    never changes); the result is checked and the summary rendered again.
+    """
+    span = from_record(AgentSpan, record)
+    instance = ctx.store.get("agent_instances", span.agent_instance_id)
+    assert instance is not None, "a span's run is never deleted before its spans"
+    activity = span.purpose == ACTIVITY
+    entry = schema_entry(ctx, instance, SPAN_TYPES, span.schema_name) if activity else None
+    if cancelled_by_termination(instance, span):
+        return SpanWrite(record, instance, None, None, entry)
+    status = advance(SPAN, span.status, finish.status, what="agent span")
+    derived = span_checks(entry, span.payload, finish.result_payload)
+    derived.pop("payload_validation")
+    finished = attrs.evolve(
+        span, status=status, finished_at=finish.finished_at,
+        result_payload=finish.result_payload,
+        sensitive_encoding=span.sensitive_encoding or finish.sensitive_encoding,
+        updated_at=ctx.now, **derived,
+    )
+    stored = to_record(finished)
+    instance, agent = record_span_and_agent(ctx, instance, finished, before=span, record=stored)
+    if finish.sent_result and finished.sensitive_encoding:
+        # A new result replaces the values kept for the old one (none when sent in clear).
+        keep_values(ctx, span.id, {"result_payload": finish.result_values})
+    return SpanWrite(stored, instance, agent, None, entry)
