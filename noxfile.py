@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "typing", "tests_core", "tests"]
+nox.options.sessions = ["lint", "typing", "tests_core", "tests", "tests_postgres"]
 nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = "3.11"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
@@ -24,6 +25,7 @@ __all__ = [
     "default_db",
     "file_path",
     "open_governance",
+    "shown_location",
 ]
 
 DB_ENVIRONMENT_VARIABLE = "GOVERNANCE_DB"
@@ -51,6 +53,20 @@ def file_path(location: str | Path) -> Path | None:
     if text == ":memory:" or "://" in text:
         return None
     return Path(text)
+
+
+def shown_location(location: str | Path) -> str:
+    """The store location fit to print: a URL's password is replaced by ``***``."""
+    text = str(location)
+    if "://" not in text:
+        return text
+    parts = urlsplit(text)
+    if parts.password is None:
+        return text
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
 
 
 def open_governance(db: str | Path) -> Governance:

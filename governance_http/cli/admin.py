@@ -17,7 +17,7 @@ from governance_http.cli.output import (
     progress,
 )
 from governance_http.cli.stores import account_sessions, all_accounts, open_store, pages
-from governance_http.settings import BASE_URL_VARIABLE
+from governance_http.settings import BASE_URL_VARIABLE, shown_location
 
 __all__ = [
     "accounts_create",
@@ -162,13 +162,14 @@ def serve(args: argparse.Namespace) -> int:
     with open_store(args.db, create=True) as gov:
         accounts = all_accounts(gov)
         if not accounts:
-            print(f"{args.db} is a new store; bootstrapped:")
+            print(f"{shown_location(args.db)} is a new store; bootstrapped:")
             _print_bootstrap(gov.bootstrap(), as_json=False)
         for account in accounts:
             print(f"account {account['id']} {account['name']}")
     address = f"http://{args.host}:{args.port}"
     os.environ.setdefault(BASE_URL_VARIABLE, address)
-    print(f"serving {address}/api/v1 from {args.db}", flush=True)
+    print(f"serving {address}/api/v1 and the console at {address}/ from "
+          f"{shown_location(args.db)}", flush=True)
     try:
         serving.serve(
             args.db, host=args.host, port=args.port, workers=args.workers,

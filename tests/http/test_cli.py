@@ -161,3 +161,13 @@ def test_serve_bootstraps_a_new_store_once_and_answers(served: Served, tmp_path:
         assert again.request("/team", token)[0] == 200
     finally:
         again.stop()
+
+
+def test_a_store_url_is_printed_without_its_password() -> None:
+    from governance_http.settings import shown_location
+
+    assert shown_location("postgresql://ops:s3cret@db.internal:5432/gov") == (
+        "postgresql://ops:***@db.internal:5432/gov"
+    )
+    assert shown_location("postgresql://ops@db.internal/gov") == "postgresql://ops@db.internal/gov"
+    assert shown_location("./governance.db") == "./governance.db"
