@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, get_args
 
 from governance_core.storage.protocol import Filter, FilterOp, NullsOrder, Record, SortKey
 from governance_core.storage.schema import TABLES, Column, ColumnType
 
 __all__ = [
+    "PageQuery",
     "check_key",
     "check_page",
     "check_query",
     "column_values",
     "decode",
     "encode",
+    "pages_by_id",
 ]
 
 _FILTER_OPS = frozenset(get_args(FilterOp))
@@ -142,3 +144,22 @@ def decode(text: str) -> Record:
     """Return the record a stored text holds."""
     value: dict[str, Any] = json.loads(text)
     return value
+
+
+PageQuery = Callable[[str, list[Filter], int], list[Record]]
+"""``query(table, filters, limit)``: one page of matching records in id order."""
+
+
+def pages_by_id(
+    query: PageQuery, table: str, filters: list[Filter], size: int = 500
+) -> Iterator[Record]:
+    """Yield every matching record in id order, ``size`` at a time, each page after the last id.
+
+    Paging by key rather than by offset keeps each page as cheap as the first.
+    """
+    page = query(table, filters, size)
+    while True:
+        yield from page
+        if len(page) < size:
+            return
+        page = query(table, [*filters, Filter("id", "gt", page[-1]["id"])], size)

@@ -36,6 +36,7 @@ from governance_core.storage._common import (
     check_query,
     column_values,
     encode,
+    pages_by_id,
 )
 from governance_core.storage.protocol import Filter, Record, SortKey
 from governance_core.storage.schema import SCHEMA_VERSION, TABLES, Column, ColumnType, Table
@@ -74,7 +75,6 @@ _BUSY = (
 )
 # Any 64-bit number: the key of the session lock that lets one process at a time migrate.
 _MIGRATION_LOCK = 0x676F76_5F6D6967
-_PAGE = 500
 _POOL_PARAMETERS = {"pool_min_size", "pool_max_size", "pool_timeout"}
 _ID = Column("id")
 
@@ -228,15 +228,10 @@ class PostgresStore:
     def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
         """Yield the matching records in id order, read 500 at a time as iteration proceeds."""
         check_query(table, filters)
-        return self._pages(table, list(filters))
+        return pages_by_id(self._page, table, list(filters))
 
-    def _pages(self, table: str, filters: list[Filter]) -> Iterator[Record]:
-        page = self.query(table, filters, limit=_PAGE)
-        while True:
-            yield from page
-            if len(page) < _PAGE:
-                return
-            page = self.query(table, [*filters, Filter("id", "gt", page[-1]["id"])], limit=_PAGE)
+    def _page(self, table: str, filters: list[Filter], limit: int) -> list[Record]:
+        return self.query(table, filters, limit=limit)
 
     def close(self) -> None:
         """Close every connection of the pool."""

@@ -24,6 +24,7 @@ from governance_core.storage._common import (
     column_values,
     decode,
     encode,
+    pages_by_id,
 )
 from governance_core.storage.protocol import Filter, Record, SortKey
 from governance_core.storage.schema import SCHEMA_VERSION, TABLES, ColumnType, Table
@@ -44,7 +45,6 @@ _JSON_TYPES: dict[ColumnType, tuple[str, ...]] = {
 }
 _OPS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
-_PAGE = 500
 
 
 class _Link:
@@ -211,15 +211,10 @@ class SQLiteStore:
     def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
         """Yield the matching records in id order, read 500 at a time as iteration proceeds."""
         check_query(table, filters)
-        return self._pages(table, list(filters))
+        return pages_by_id(self._page, table, list(filters))
 
-    def _pages(self, table: str, filters: list[Filter]) -> Iterator[Record]:
-        page = self.query(table, filters, limit=_PAGE)
-        while True:
-            yield from page
-            if len(page) < _PAGE:
-                return
-            page = self.query(table, [*filters, Filter("id", "gt", page[-1]["id"])], limit=_PAGE)
+    def _page(self, table: str, filters: list[Filter], limit: int) -> list[Record]:
+        return self.query(table, filters, limit=limit)
 
     def close(self) -> None:
         """Close every connection this store opened."""
