@@ -40,7 +40,11 @@ Scopes: `account` tokens may call every route; `agent_deployment` (ingestion) to
 marked `ingestion`, and only for their own agent and environment.
 
 Two routes are the app's own: `GET /api/v1/ping` (checks a token when one is given) and
-`GET /api/v1/openapi.json` (the OpenAPI document; no token needed).
+`GET /api/v1/openapi.json` (the OpenAPI document; no token needed). Beside the interface the
+same app serves OpenTelemetry trace ingest at `POST /v1/traces` and `POST
+/api/v1/otlp/v1/traces` when the `otel` extra is installed (OTLP's own request and response
+shapes, not described by this document: see [opentelemetry.md](opentelemetry.md)), and the web
+console's pages under `/` (see [console.md](console.md)).
 """
 
 
