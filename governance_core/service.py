@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -228,6 +229,23 @@ class Governance:
             principal = self.authenticate(token)
         key = resolve_key(params, idempotency_keys) if op.idempotent else None
         return self._run(op, principal, params or {}, key)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction around several calls: each call's writes are a savepoint of it.
+
+        A call inside it is never re-run alone after a
+        :class:`~governance_core.errors.WriteConflict` (the conflict spoilt the whole
+        transaction): the conflict leaves the block, for its caller to run it again or answer
+        ``temporarily_unavailable``.
+        """
+        outer = getattr(self._writing, "active", False)
+        self._writing.active = True
+        try:
+            with self.store.transaction():
+                yield
+        finally:
+            self._writing.active = outer
 
     def _retrying(self, write: Callable[[], _T]) -> _T:
         """Run ``write``, again after a short jittered pause each time it raises WriteConflict.

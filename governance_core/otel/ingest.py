@@ -68,7 +68,7 @@ def ingest(
     """
     groups, rejected = group_spans(spans)
     recorder = _Recorder(governance, principal, settings or MappingSettings())
-    with governance.store.transaction():
+    with governance.transaction():
         for group in groups:
             recorder.record(group)
     return IngestResult(
@@ -108,7 +108,7 @@ class _Recorder:
 
     def record(self, group: TraceGroup) -> None:
         try:
-            with self.governance.store.transaction():
+            with self.governance.transaction():
                 run = self.run_for(group)
         except TemporarilyUnavailable:
             raise
@@ -141,7 +141,7 @@ class _Recorder:
         try:
             # A span and its evaluations stand or fall together: the inner block is a
             # savepoint of the export's transaction.
-            with self.governance.store.transaction():
+            with self.governance.transaction():
                 self.call("agent_spans/create", {
                     **members, "agent_instance_id": run_id, "idempotency_key": _key(span_id),
                 })

@@ -111,3 +111,31 @@ def test_a_bulk_request_is_run_again_whole_and_its_done_items_replayed() -> None
     assert store.collisions == 1
     assert [o["status"] for o in out["outputs"].values()] == ["success"] * 3
     assert sorted(t["name"] for t in store.query("teams")) == ["one", "three", "two"]
+
+
+class ConflictingPutStore(MemoryStore):
+    """Raises WriteConflict on the first team written, as a database would mid-transaction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.team_puts = 0
+
+    def put(self, table: str, record: dict[str, Any]) -> None:
+        if table == "teams":
+            self.team_puts += 1
+            if self.team_puts == 1:
+                raise WriteConflict()
+        super().put(table, record)
+
+
+def test_a_call_inside_a_governance_transaction_is_not_run_again_alone() -> None:
+    store = ConflictingPutStore()
+    gov = Governance(store, clock=FixedClock(), ids=SeededIds(3))
+    principal = gov.as_account(gov.bootstrap().account_id).principal
+    with pytest.raises(WriteConflict), gov.transaction():
+        gov.call("teams/create", {"details": {"name": "Platform"}}, principal=principal)
+    assert store.team_puts == 1
+    assert store.query("teams") == []
+    # Outside such a block the same conflict is run again, and the write is kept once.
+    gov.call("teams/create", {"details": {"name": "Platform"}}, principal=principal)
+    assert len(store.query("teams")) == 1
