@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="storage-bench-") as directory:
         figures = measure(Path(directory), args.single, args.batches, args.repeat)
-    indexes = len(TABLES[TABLE].columns) + len(TABLES[TABLE].indexes)
+    indexes = len(TABLES[TABLE].wanted_indexes())
     print(
         f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, table {TABLE}"
         f" ({indexes} indexes besides the primary key), WAL, synchronous=NORMAL,"
