@@ -37,39 +37,14 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from ingest_bench import SCHEMA, span_body  # the same spans as the SQLite benchmark
 
 from governance_core.service import Governance
 
 HOST = "127.0.0.1"
-SCHEMA = {
-    "span_type_schemas": [
-        {
-            "name": "llm",
-            "params_schema": {"type": "object", "properties": {"prompt": {"type": "string"}}},
-            "data_risk": {"action_profile": {"read_data": "allowed"},
-                          "params_data_categories": {"personal_identifiers": "included"}},
-            "template": "{{ prompt | truncate: 40 }}",
-        }
-    ]
-}
-
-
-def span_body(instance_id: str, number: int) -> dict[str, Any]:
-    """A finished LLM span as the TypeScript client sends it (as in ingest_bench.py)."""
-    return {
-        "agent_instance_id": instance_id,
-        "schema_name": "llm",
-        "status": "complete",
-        "started_at": "2026-11-21T16:41:59Z",
-        "finished_at": "2026-11-21T16:42:00Z",
-        "payload": {"prompt": f"Review application {number}", "model": "gpt-4o",
-                    "token_usage": {"prompt_tokens": 812, "completion_tokens": 164}},
-        "result_payload": {"text": "approve " * 20},
-    }
 
 
 @contextmanager
