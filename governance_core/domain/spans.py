@@ -7,7 +7,7 @@ A create stores the activity span, moves its run through
 :data:`governance_core.rules.states.SPAN` and the run's aggregates with it. The handlers in
 :mod:`governance_core.operations.agent_spans` parse requests into :class:`NewSpan` and
 :class:`SpanFinish`; the two reads they make while checking a create's ids
-(:func:`parent_to_come`, :func:`named_by_another_run`) live here too.
+(:func:`stored_parent`, :func:`parent_to_come`, :func:`named_by_another_run`) live here too.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ __all__ = [
     "finish_span",
     "named_by_another_run",
     "parent_to_come",
+    "stored_parent",
 ]
 
 
@@ -110,6 +111,14 @@ def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
     return SpanWrite(record, stored, agent, schema_version, entry)
 
 
+def stored_parent(ctx: Context, parent_id: str | None) -> Record | None:
+    """The caller's span ``parent_id`` names, or None (no id, no such span, another account's)."""
+    if parent_id is None:
+        return None
+    record = ctx.store.get("agent_spans", parent_id)
+    return record if record is not None and record["account_id"] == ctx.account_id else None
+
+
 def parent_to_come(ctx: Context, parent_id: str | None) -> bool:
     """Whether ``parent_id`` names a parent that has not arrived yet.
 
@@ -120,7 +129,6 @@ def parent_to_come(ctx: Context, parent_id: str | None) -> bool:
     assert ctx.principal is not None
     return (
         parent_id is not None
-        and ctx.store.get("agent_spans", parent_id) is None
         and extract_partition(parent_id) == ctx.principal.partition
         and all(ctx.store.get(table, parent_id) is None for table in KIND_TABLES.values())
     )

@@ -171,10 +171,9 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         )
     started_at = fields.timestamp("started_at") or ctx.now
     finished_at = fields.timestamp("finished_at")
-    parent = (
-        None if spans.parent_to_come(ctx, parent_id)
-        else resolve_ref(ctx, fields, "parent_span_id", "agent_span", parent_id)
-    )
+    parent = spans.stored_parent(ctx, parent_id)
+    if parent is None and parent_id is not None and not spans.parent_to_come(ctx, parent_id):
+        resolve_ref(ctx, fields, "parent_span_id", "agent_span", parent_id)  # names the error
     same_run = parent is None or instance is None or parent["agent_instance_id"] == instance["id"]
     if not same_run:
         fields.errors.invalid("parent_span_id", "parent_span_id must name a span of the same run")

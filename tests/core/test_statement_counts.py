@@ -92,3 +92,13 @@ def test_a_bulk_request_commits_once_with_a_savepoint_an_item() -> None:
     assert seen.count("SAVEPOINT") == seen.count("RELEASE") == 3
     per_item = (len(seen) - 4) / 3
     assert per_item <= 10, seen
+
+
+def test_a_child_span_reads_its_parent_once() -> None:
+    gov, token, instance = _run()
+    assert isinstance(gov.store, SQLiteStore)
+    parent = gov.call("agent_spans/create", span(instance, 1), token=token)["details"]["id"]
+    with statements(gov.store) as seen:
+        gov.call("agent_spans/create", {**span(instance, 2), "parent_span_id": parent},
+                 token=token)
+    assert seen.count("SELECT agent_spans") == 1
