@@ -57,6 +57,37 @@ class _Link:
         self.depth = 0
 
 
+class _Lending:
+    """``with store._use() as link``: the caller's link, busy errors translated.
+
+    A class rather than a generator-based context manager: it is entered on every statement.
+    """
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> _Link:
+        store = self._store
+        if store._shared is None:
+            return store._thread_link()
+        store._shared_lock.acquire()
+        return store._shared
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
+    ) -> None:
+        if self._store._shared is not None:
+            self._store._shared_lock.release()
+        if isinstance(error, sqlite3.OperationalError) and (
+            error.sqlite_errorcode & 0xFF in _BUSY_CODES
+        ):
+            raise TemporarilyUnavailable(
+                "the database is busy, retry shortly", retry_after_ms=RETRY_AFTER_MS
+            ) from error
+
+
 class SQLiteStore:
     """A store in one SQLite file (or ``":memory:"``), safe to share between threads.
 
@@ -98,8 +129,9 @@ class SQLiteStore:
         return conn
 
     def _thread_link(self) -> _Link:
-        link: _Link | None = getattr(self._local, "link", None)
-        if link is None:
+        try:
+            link: _Link = self._local.link
+        except AttributeError:
             link = _Link(self._connect())
             with self._links_lock:
                 # Threads that have ended keep no connection: servers that start a thread per
@@ -111,21 +143,9 @@ class SQLiteStore:
             self._local.link = link
         return link
 
-    @contextmanager
-    def _use(self) -> Iterator[_Link]:
+    def _use(self) -> _Lending:
         """Lend the caller's connection (the shared one under its lock), translating errors."""
-        try:
-            if self._shared is None:
-                yield self._thread_link()
-            else:
-                with self._shared_lock:
-                    yield self._shared
-        except sqlite3.OperationalError as error:
-            if error.sqlite_errorcode & 0xFF in _BUSY_CODES:
-                raise TemporarilyUnavailable(
-                    "the database is busy, retry shortly", retry_after_ms=RETRY_AFTER_MS
-                ) from error
-            raise
+        return _Lending(self)
 
     # -- the port ------------------------------------------------------------------------
     @contextmanager
