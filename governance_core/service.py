@@ -41,6 +41,7 @@ from governance_core.registry import Operation, Registry
 from governance_core.rules.cost import load_catalogue
 from governance_core.storage import open_store
 from governance_core.storage.protocol import Filter, Store
+from governance_core.storage.write_behind import WriteBehindStore
 
 __all__ = ["WRITE_ATTEMPTS", "Bootstrap", "Governance", "Session"]
 
@@ -83,6 +84,9 @@ class Governance:
         registry: Registry | None = None,
     ) -> None:
         self.store: Store = store
+        # Operations work through it: a run rewritten by many spans of one transaction is
+        # written once.
+        self._operations_store: Store = WriteBehindStore(store)
         self.clock = clock
         self.ids = ids or IdFactory()
         self.config = config or Config()
@@ -141,7 +145,7 @@ class Governance:
             return self._run(self._operation(name), principal, params, resolve_key(params))
 
         return Context(
-            self.store, self.ids, self.config, principal, None, self.clock,
+            self._operations_store, self.ids, self.config, principal, None, self.clock,
             self.registry, invoke, self.caches,
         )
 
@@ -242,7 +246,7 @@ class Governance:
         outer = getattr(self._writing, "active", False)
         self._writing.active = True
         try:
-            with self.store.transaction():
+            with self._operations_store.transaction():
                 yield
         finally:
             self._writing.active = outer
@@ -290,7 +294,7 @@ class Governance:
     ) -> dict[str, Any]:
         """Run a write operation in one transaction, replaying a known idempotency key."""
         ctx = self.context(principal)
-        with self.store.transaction():
+        with self._operations_store.transaction():
             if key is None or principal is None or not op.idempotent:
                 return op.handler(ctx, Fields(params))
             digest = fingerprint(op.name, params)
@@ -325,7 +329,7 @@ class Governance:
         from governance_core.operations.accounts import create_account
 
         def create() -> dict[str, Any]:
-            with self.store.transaction():
+            with self._operations_store.transaction():
                 return create_account(
                     self.context(None),
                     account_name=account_name,

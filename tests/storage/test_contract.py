@@ -7,6 +7,8 @@ import tempfile
 from pathlib import Path
 
 from governance_core.storage import MemoryStore, SQLiteStore, Store
+from governance_core.storage.schema import TABLES
+from governance_core.storage.write_behind import WriteBehindStore
 from governance_core.testing import StoreContract
 from tests.stores import shared_slots
 
@@ -40,3 +42,15 @@ class TestPostgresStore(StoreContract):
     def teardown_method(self, method: object = None) -> None:
         # The slot closes its store when it is handed out again.
         pass
+
+
+class TestWriteBehindOverSQLite(StoreContract):
+    """The store operations work through: every table the contract uses kept in memory."""
+
+    def make_store(self) -> Store:
+        return WriteBehindStore(SQLiteStore(":memory:"), tables=TABLES)
+
+
+class TestWriteBehindOverMemory(StoreContract):
+    def make_store(self) -> Store:
+        return WriteBehindStore(MemoryStore(), tables=TABLES)

@@ -1,0 +1,146 @@
+"""What the write-behind store keeps, and that keeping it changes nothing a caller sees."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from governance_core.storage import SQLiteStore
+from governance_core.storage.protocol import Filter
+from governance_core.storage.write_behind import WriteBehindStore
+
+
+class CountingStore(SQLiteStore):
+    """An in-memory SQLite store that counts its gets and puts."""
+
+    def __init__(self) -> None:
+        super().__init__(":memory:")
+        self.gets = 0
+        self.puts = 0
+
+    def get(self, table: str, record_id: str) -> dict[str, object] | None:
+        self.gets += 1
+        return super().get(table, record_id)
+
+    def put(self, table: str, record: dict[str, object]) -> None:
+        self.puts += 1
+        super().put(table, record)
+
+
+@pytest.fixture
+def inner() -> Iterator[CountingStore]:
+    store = CountingStore()
+    store.put("agents", {"id": "a1", "name": "first", "account_id": "acc"})
+    store.gets = store.puts = 0
+    yield store
+    store.close()
+
+
+def test_a_record_rewritten_in_one_transaction_is_read_once_and_written_once(
+    inner: CountingStore,
+) -> None:
+    store = WriteBehindStore(inner)
+    with store.transaction():
+        for number in range(50):
+            record = store.get("agents", "a1")
+            assert record is not None
+            store.put("agents", {**record, "name": f"name {number}"})
+    assert (inner.gets, inner.puts) == (1, 1)
+    assert inner.get("agents", "a1") == {"id": "a1", "name": "name 49", "account_id": "acc"}
+
+
+def test_a_failed_savepoint_takes_back_what_it_kept(inner: CountingStore) -> None:
+    store = WriteBehindStore(inner)
+    with store.transaction():
+        store.put("agents", {"id": "a1", "name": "kept", "account_id": "acc"})
+        with pytest.raises(RuntimeError), store.transaction():
+            store.put("agents", {"id": "a1", "name": "taken back", "account_id": "acc"})
+            store.put("agents", {"id": "a2", "name": "never", "account_id": "acc"})
+            raise RuntimeError
+        assert store.get("agents", "a1") == {"id": "a1", "name": "kept", "account_id": "acc"}
+        assert store.get("agents", "a2") is None
+    assert inner.get("agents", "a1") == {"id": "a1", "name": "kept", "account_id": "acc"}
+    assert inner.get("agents", "a2") is None
+
+
+def test_a_savepoint_that_wrote_its_changes_and_failed_leaves_them_to_the_commit(
+    inner: CountingStore,
+) -> None:
+    store = WriteBehindStore(inner)
+    with store.transaction():
+        store.put("agents", {"id": "a1", "name": "kept", "account_id": "acc"})
+        with pytest.raises(RuntimeError), store.transaction():
+            # The query writes the kept change inside the savepoint, whose failure undoes it.
+            assert [r["name"] for r in store.query("agents", [])] == ["kept"]
+            raise RuntimeError
+    assert inner.get("agents", "a1") == {"id": "a1", "name": "kept", "account_id": "acc"}
+
+
+def test_queries_counts_and_iterations_see_kept_changes(inner: CountingStore) -> None:
+    store = WriteBehindStore(inner)
+    with store.transaction():
+        store.put("agents", {"id": "a2", "name": "second", "account_id": "acc"})
+        by_account = [Filter("account_id", "eq", "acc")]
+        assert store.count("agents", by_account) == 2
+        store.put("agents", {"id": "a3", "name": "third", "account_id": "acc"})
+        assert [r["id"] for r in store.iterate("agents", by_account)] == ["a1", "a2", "a3"]
+        store.put("agents", {"id": "a3", "name": "third", "account_id": "other"})
+        assert [r["id"] for r in store.query("agents", by_account)] == ["a1", "a2"]
+
+
+def test_a_failed_transaction_writes_nothing(inner: CountingStore) -> None:
+    store = WriteBehindStore(inner)
+    with pytest.raises(RuntimeError), store.transaction():
+        store.put("agents", {"id": "a1", "name": "lost", "account_id": "acc"})
+        raise RuntimeError
+    assert inner.puts == 0
+    with store.transaction():
+        # Nothing of the failed transaction is kept for the next one.
+        assert store.get("agents", "a1") == {"id": "a1", "name": "first", "account_id": "acc"}
+
+
+def test_a_delete_of_a_record_not_yet_written_is_a_delete(inner: CountingStore) -> None:
+    store = WriteBehindStore(inner)
+    with store.transaction():
+        store.put("agents", {"id": "a2", "name": "new", "account_id": "acc"})
+        assert store.delete("agents", "a2") is True
+        assert store.get("agents", "a2") is None
+        assert store.delete("agents", "a2") is False
+    assert inner.get("agents", "a2") is None
+
+
+def test_outside_a_transaction_everything_passes_through(inner: CountingStore) -> None:
+    store = WriteBehindStore(inner)
+    store.put("agents", {"id": "a1", "name": "direct", "account_id": "acc"})
+    assert inner.puts == 1
+    assert store.get("agents", "a1") == {"id": "a1", "name": "direct", "account_id": "acc"}
+    assert store.get("agents", "a1") == {"id": "a1", "name": "direct", "account_id": "acc"}
+    assert inner.gets == 2
+
+
+def test_each_thread_keeps_its_own_transaction(tmp_path: object) -> None:
+    inner = SQLiteStore(f"{tmp_path}/threads.db")
+    store = WriteBehindStore(inner)
+    inner.put("agents", {"id": "a1", "name": "stored", "account_id": "acc"})
+    seen: list[object] = []
+    kept = threading.Event()
+    looked = threading.Event()
+
+    def writer() -> None:
+        with store.transaction():
+            store.put("agents", {"id": "a1", "name": "unwritten", "account_id": "acc"})
+            kept.set()
+            looked.wait(5)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    kept.wait(5)
+    # Another thread, outside any transaction, sees only what is stored.
+    seen.append(store.get("agents", "a1"))
+    looked.set()
+    thread.join()
+    assert seen == [{"id": "a1", "name": "stored", "account_id": "acc"}]
+    assert inner.get("agents", "a1") == {"id": "a1", "name": "unwritten", "account_id": "acc"}
+    inner.close()
