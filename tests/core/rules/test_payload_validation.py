@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import time
 from typing import Any
 
-from governance_core.rules.payload_validation import MAX_ERRORS, validate_payload
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from governance_core.rules.payload_validation import (
+    _NOT_SHARED,
+    MAX_ERRORS,
+    _checker,
+    _fast_validator,
+    _matches_fast,
+    validate_payload,
+)
 
 PERSON = {
     "type": "object",
@@ -107,3 +120,72 @@ def test_a_cached_validator_is_cheap() -> None:
 def test_key_order_of_a_schema_does_not_change_the_result() -> None:
     reordered = dict(reversed(list(PERSON.items())))
     assert validate_payload(reordered, {"name": 1}) == validate_payload(PERSON, {"name": 1})
+
+
+# -- the jsonschema-rs first try agrees with jsonschema -------------------------------------
+_json_scalars = (
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
+)
+_json_values = st.recursive(
+    _json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner,
+                                                                 max_size=4),
+    max_leaves=12,
+)
+_numbers = st.integers(-100, 100) | st.floats(-100, 100, allow_nan=False)
+_counts = st.integers(0, 4)
+_types = st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"])
+
+
+def _shared_schemas() -> st.SearchStrategy[Any]:
+    leaf = st.fixed_dictionaries({}, optional={
+        "type": _types | st.lists(_types, min_size=1, max_size=3, unique=True),
+        "minimum": _numbers, "maximum": _numbers,
+        "exclusiveMinimum": _numbers, "exclusiveMaximum": _numbers,
+        "minLength": _counts, "maxLength": _counts, "minItems": _counts, "maxItems": _counts,
+        "minProperties": _counts, "maxProperties": _counts, "uniqueItems": st.booleans(),
+        "const": _json_values, "enum": st.lists(_json_values, min_size=1, max_size=3),
+        "required": st.lists(st.text(max_size=3), max_size=3, unique=True),
+    }) | st.booleans()
+    return st.recursive(leaf, lambda inner: st.fixed_dictionaries({}, optional={
+        "properties": st.dictionaries(st.text(max_size=3), inner, max_size=3),
+        "additionalProperties": inner, "items": inner,
+        "prefixItems": st.lists(inner, min_size=1, max_size=2), "contains": inner,
+        "allOf": st.lists(inner, min_size=1, max_size=2),
+        "anyOf": st.lists(inner, min_size=1, max_size=2),
+        "oneOf": st.lists(inner, min_size=1, max_size=2), "not": inner,
+        "if": inner, "then": inner, "else": inner,
+    }), max_leaves=6)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=_shared_schemas(), payload=_json_values)
+def test_the_fast_check_answers_only_what_jsonschema_would(schema: Any, payload: Any) -> None:
+    checker = _checker(json.dumps(schema, sort_keys=True, separators=(",", ":")))
+    if isinstance(checker, str) or checker.fast is None:
+        return
+    by_jsonschema = not list(itertools.islice(checker.full.iter_errors(payload), 1))
+    if _matches_fast(checker.fast, payload):
+        assert by_jsonschema, (schema, payload)
+    assert validate_payload(schema, payload)["status"] == (
+        "valid" if by_jsonschema else "invalid"
+    )
+
+
+@pytest.mark.parametrize("keyword", sorted(_NOT_SHARED))
+def test_a_keyword_the_two_read_differently_is_left_to_jsonschema(keyword: str) -> None:
+    schema = {"type": "object", "properties": {"a": {keyword: "x"}}}
+    assert _fast_validator(schema) is None
+
+
+def test_references_are_left_to_jsonschema() -> None:
+    assert _fast_validator({"$ref": "https://example.test/schema.json"}) is None
+    assert _fast_validator({"$defs": {"a": {"type": "string"}}, "$ref": "#/$defs/a"}) is None
+    assert validate_payload({"$ref": "#"}, {})["status"] == "unchecked"
+
+
+def test_a_word_pattern_is_read_as_python_reads_it() -> None:
+    # ECMA-262's \w is ASCII; Python's is Unicode. "not" turns a disagreement into a match.
+    schema = {"not": {"pattern": "^\\w+$"}}
+    assert validate_payload(schema, "héllo")["status"] == "invalid"
