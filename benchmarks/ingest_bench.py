@@ -144,15 +144,14 @@ def show_times(db: Path, many: int, reads: int = 200) -> tuple[float, float]:
                 items = [{"_type": "agent_spans/create", "idempotency_key": f"{run}-{i:08d}",
                           **span_body(run, i)} for i in range(first, min(first + 1000, count))]
                 gov.call("bulk", {"items": items}, token=token)
-        medians = []
-        for run in (small, big):
-            times = []
-            for _ in range(reads):
+        times: dict[str, list[float]] = {small: [], big: []}
+        # Reads of the two runs alternate, so a machine that slows down meanwhile slows both.
+        for _ in range(reads):
+            for run in (small, big):
                 started = time.perf_counter()
                 gov.call("agent_instances/show", {"agent_instance_id": run}, token=token)
-                times.append(time.perf_counter() - started)
-            medians.append(statistics.median(times))
-    return medians[0], medians[1]
+                times[run].append(time.perf_counter() - started)
+    return statistics.median(times[small]), statistics.median(times[big])
 
 
 def median_of(rounds: int, measure: Callable[[int], Any]) -> list[float]:
