@@ -320,3 +320,50 @@ def test_indexes_no_longer_declared_are_dropped(path: Path) -> None:
     names = {row[1] for row in _raw(path).execute("PRAGMA index_list([agent_spans])")}
     assert "idx_agent_spans_schema_name" not in names
     assert "idx_agent_spans_agent_instance_id_started_at" in names
+
+
+def _checkpointers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "governance-sqlite-checkpoint"]
+
+
+def test_the_wal_is_checkpointed_by_the_stores_thread_not_by_commits(path: Path) -> None:
+    store = SQLiteStore(path)
+    try:
+        with store._use() as link:
+            (pages,) = link.conn.execute("PRAGMA wal_autocheckpoint").fetchone()
+        # Commits leave checkpoints to the thread (their fallback is far above one commit).
+        assert pages >= 10_000
+        with store.transaction():
+            for number in range(500):
+                store.put("agents", {"id": f"agent-{number:04d}", "name": "x" * 500})
+        deadline = time.monotonic() + 10
+        while True:
+            # An immutable reader sees the database file only, never the WAL: the rows are
+            # there once a checkpoint has copied them.
+            probe = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+            try:
+                (in_file,) = probe.execute("SELECT count(*) FROM agents").fetchone()
+            except sqlite3.OperationalError:  # not even the table is in the file yet
+                in_file = 0
+            probe.close()
+            if in_file == 500 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert in_file == 500
+    finally:
+        store.close()
+
+
+def test_closing_a_file_store_ends_its_checkpointer(path: Path) -> None:
+    before = len(_checkpointers())
+    store = SQLiteStore(path)
+    assert len(_checkpointers()) == before + 1
+    store.close()
+    assert len(_checkpointers()) == before
+
+
+def test_a_memory_store_has_no_checkpointer() -> None:
+    before = len(_checkpointers())
+    store = SQLiteStore(":memory:")
+    assert len(_checkpointers()) == before
+    store.close()
