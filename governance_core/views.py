@@ -14,9 +14,10 @@ from typing import Any
 
 import attrs
 
+from governance_core.converter import to_record
 from governance_core.storage.protocol import Record
 
-__all__ = ["model_view"]
+__all__ = ["model_view", "view_of"]
 
 _NO_DEFAULT: Any = attrs.NOTHING
 
@@ -57,3 +58,10 @@ def model_view(
     view.update(shown)
     view["type"] = kind
     return view
+
+
+def view_of(
+    model: Any, kind: str, *, hidden: Collection[str] = (), **shown: Any
+) -> dict[str, Any]:
+    """The view of an attrs model: :func:`model_view` of its stored form."""
+    return model_view(type(model), to_record(model), kind, hidden=hidden, **shown)

@@ -16,6 +16,7 @@ from governance_core.operations.api_tokens import issue_token
 from governance_core.operations.common import list_response, load
 from governance_core.registry import operation
 from governance_core.repository import Filter, Record
+from governance_core.views import view_of
 
 __all__ = [
     "PURPOSES",
@@ -36,17 +37,7 @@ def account_summary(record: Record) -> dict[str, Any]:
 
 def account_details(account: Account) -> dict[str, Any]:
     """The interface's Account details."""
-    return {
-        "id": account.id,
-        "name": account.name,
-        "type": "account",
-        "inserted_at": account.inserted_at,
-        "updated_at": account.updated_at,
-        "organisation_name": account.organisation_name,
-        "promo_code": account.promo_code,
-        "purpose": account.purpose,
-        "website": account.website,
-    }
+    return view_of(account, "account", hidden=("account_id", "partition"))
 
 
 def require_own_account(ctx: Context, fields: Fields) -> None:

@@ -21,6 +21,7 @@ from governance_core.registry import operation
 from governance_core.repository import Filter
 from governance_core.rules.emails import MAX_EMAIL_LENGTH, is_email
 from governance_core.rules.states import INVITE, advance, initial
+from governance_core.views import view_of
 
 __all__ = ["INVITE_TOKEN_PREFIX", "invite_details", "invite_status"]
 
@@ -55,18 +56,11 @@ def invite_details(
     if secret is not None:
         token = ShownOnce(secret)
         invite_url = ShownOnce(_accept_url(ctx, secret), later=invite_url)
-    return {
-        "id": invite.id,
-        "account_id": invite.account_id,
-        "email": invite.email,
-        "invite_url": invite_url,
-        "token": token,
-        "status": invite_status(ctx, invite),
-        "expires_at": invite.expires_at,
-        "inserted_at": invite.inserted_at,
-        "updated_at": invite.updated_at,
-        "type": "admin_user_invite",
-    }
+    return view_of(
+        invite, "admin_user_invite",
+        hidden=("token_hash", "invited_by_admin_user_id", "accepted_admin_user_id"),
+        invite_url=invite_url, token=token, status=invite_status(ctx, invite),
+    )
 
 
 def _is_admin_email(ctx: Context, email: str) -> bool:

@@ -14,6 +14,7 @@ from governance_core.models.accounts import AdminUser
 from governance_core.operations.accounts import account_summary, switchable_account_ids
 from governance_core.operations.common import load, save
 from governance_core.registry import operation
+from governance_core.views import view_of
 
 __all__ = ["admin_user_details"]
 
@@ -25,19 +26,9 @@ def admin_user_details(ctx: Context, user: AdminUser) -> dict[str, Any]:
         record = ctx.store.get("accounts", account_id)
         if record is not None:
             switchable.append(account_summary(record))
-    return {
-        "id": user.id,
-        "account_id": user.account_id,
-        "email": user.email,
-        "name": user.name,
-        "job_title": user.job_title,
-        "last_active_at": user.last_active_at,
-        "profile_completed_at": user.profile_completed_at,
-        "switchable_account_summaries": switchable,
-        "inserted_at": user.inserted_at,
-        "updated_at": user.updated_at,
-        "type": "admin_user",
-    }
+    return view_of(
+        user, "admin_user", hidden=("email_vouched",), switchable_account_summaries=switchable
+    )
 
 
 @operation("admin_users/show", write=False)

@@ -23,6 +23,7 @@ from governance_core.operations.common import (
 )
 from governance_core.registry import operation
 from governance_core.repository import Filter
+from governance_core.views import view_of
 
 __all__ = [
     "SORTABLE",
@@ -36,16 +37,7 @@ SORTABLE = ("id", "inserted_at")
 
 def deployment_details(deployment: AgentDeployment) -> dict[str, Any]:
     """Return the interface's AgentDeployment_Details."""
-    return {
-        "id": deployment.id,
-        "account_id": deployment.account_id,
-        "agent_id": deployment.agent_id,
-        "environment_id": deployment.environment_id,
-        "current_version_id": deployment.current_version_id,
-        "inserted_at": deployment.inserted_at,
-        "updated_at": deployment.updated_at,
-        "type": "agent_deployment",
-    }
+    return view_of(deployment, "agent_deployment")
 
 
 def find_deployment(ctx: Context, agent_id: str, environment_id: str) -> AgentDeployment | None:

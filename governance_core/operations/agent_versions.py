@@ -21,6 +21,7 @@ from governance_core.operations.common import (
 )
 from governance_core.registry import operation
 from governance_core.repository import Filter, Record
+from governance_core.views import model_view
 
 __all__ = [
     "SORTABLE",
@@ -37,20 +38,10 @@ def agent_version_details(ctx: Context, record: Record) -> dict[str, Any]:
     deployments = ctx.store.query(
         "agent_deployments", [tenant(ctx), Filter("current_version_id", "eq", record["id"])]
     )
-    return {
-        "id": record["id"],
-        "account_id": record["account_id"],
-        "agent_id": record["agent_id"],
-        "agent_schema_version_id": record["agent_schema_version_id"],
-        "external_identifier": record["external_identifier"],
-        "name": record.get("name"),
-        "description": record.get("description"),
-        "current_agent_deployment_refs": [d["id"] for d in deployments],
-        "runtime_environment": record.get("runtime_environment"),
-        "inserted_at": record["inserted_at"],
-        "updated_at": record["updated_at"],
-        "type": "agent_version",
-    }
+    return model_view(
+        AgentVersion, record, "agent_version",
+        current_agent_deployment_refs=[d["id"] for d in deployments],
+    )
 
 
 def find_agent_version(ctx: Context, agent_id: str, external_identifier: str) -> Record | None:

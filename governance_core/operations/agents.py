@@ -34,6 +34,7 @@ from governance_core.repository import Filter, Record
 from governance_core.rules.actions import AGENT_STATUSES, agent_status, available_actions
 from governance_core.rules.risk import RISK_LEVELS
 from governance_core.rules.states import AGENT, TOKEN, advance, initial, reinstated_state
+from governance_core.views import view_of
 
 __all__ = [
     "SORTABLE",
@@ -78,23 +79,10 @@ def agent_details(ctx: Context, agent: Agent) -> dict[str, Any]:
     """Return the interface's Agent_Details (also each row of the list)."""
     status = shown_status(ctx, agent)
     counts = instance_counts_output(agent.instance_counts)
-    return {
-        "id": agent.id,
-        "account_id": agent.account_id,
-        "name": agent.name,
-        "description": agent.description,
-        "external_identifier": agent.external_identifier,
-        "status": status,
-        "owner_person_id": agent.owner_person_id,
-        "risk_profile_id": agent.risk_profile_id,
-        "team_id": agent.team_id,
-        "last_activity_span_at": agent.last_activity_span_at,
-        "instance_counts": counts,
-        "available_actions": available_actions(status, counts),
-        "inserted_at": agent.inserted_at,
-        "updated_at": agent.updated_at,
-        "type": "agent",
-    }
+    return view_of(
+        agent, "agent", hidden=("last_instance_at",), status=status, instance_counts=counts,
+        available_actions=available_actions(status, counts),
+    )
 
 
 def check_external_identifier(

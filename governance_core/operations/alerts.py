@@ -36,6 +36,7 @@ from governance_core.operations.common import (
 from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.states import ALERT, states
+from governance_core.views import view_of
 
 __all__ = [
     "SEVERITIES",
@@ -51,26 +52,7 @@ SORTABLE = ("id", "raised_at", "cleared_at", "severity", "name")
 
 def alert_details(alert: Alert) -> dict[str, Any]:
     """Return the interface's Alert details."""
-    return {
-        "id": alert.id,
-        "account_id": alert.account_id,
-        "agent_id": alert.agent_id,
-        "agent_instance_id": alert.agent_instance_id,
-        "environment_id": alert.environment_id,
-        "name": alert.name,
-        "title": alert.title,
-        "summary": alert.summary,
-        "severity": alert.severity,
-        "status": alert.status,
-        "payload": alert.payload,
-        "payload_sensitive_encoding": alert.payload_sensitive_encoding,
-        "raised_at": alert.raised_at,
-        "cleared_at": alert.cleared_at,
-        "inserted_at": alert.inserted_at,
-        "updated_at": alert.updated_at,
-        "version": alert.version,
-        "type": "alert",
-    }
+    return view_of(alert, "alert")
 
 
 @operation("alerts/raise", write=True, scopes=ANY_SCOPE)

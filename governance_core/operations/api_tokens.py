@@ -18,6 +18,7 @@ from governance_core.operations.common import list_response, load, resolve_ref, 
 from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.states import TOKEN, advance, initial, states
+from governance_core.views import view_of
 
 __all__ = ["SCOPES", "STATUSES", "api_token_details", "issue_token"]
 
@@ -50,21 +51,7 @@ def issue_token(
 
 def api_token_details(token: ApiToken) -> dict[str, Any]:
     """Return a token as clients see it (summary and details alike), never its hash."""
-    return {
-        "id": token.id,
-        "account_id": token.account_id,
-        "token_scope": token.token_scope,
-        "status": token.status,
-        "admin_user_id": token.admin_user_id,
-        "agent_id": token.agent_id,
-        "environment_id": token.environment_id,
-        "description": token.description,
-        "expires_at": token.expires_at,
-        "last_used_at": token.last_used_at,
-        "inserted_at": token.inserted_at,
-        "updated_at": token.updated_at,
-        "type": "api_token",
-    }
+    return view_of(token, "api_token", hidden=("token_hash",))
 
 
 def _summary(record: Record) -> dict[str, Any]:

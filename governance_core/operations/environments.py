@@ -16,6 +16,7 @@ from governance_core.operations.accounts import require_own_account
 from governance_core.operations.common import list_response, load, save, tenant
 from governance_core.registry import operation
 from governance_core.repository import Filter, Record
+from governance_core.views import view_of
 
 __all__ = ["DEFAULT_PURPOSE", "PURPOSES", "environment_details"]
 
@@ -26,18 +27,7 @@ SORTABLE = ("id", "name", "purpose", "external_identifier", "inserted_at")
 
 def environment_details(environment: Environment) -> dict[str, Any]:
     """Return the interface's Environment_Details (also the list summary)."""
-    return {
-        "id": environment.id,
-        "account_id": environment.account_id,
-        "name": environment.name,
-        "purpose": environment.purpose,
-        "external_identifier": environment.external_identifier,
-        "description": environment.description,
-        "is_default": environment.is_default,
-        "inserted_at": environment.inserted_at,
-        "updated_at": environment.updated_at,
-        "type": "environment",
-    }
+    return view_of(environment, "environment")
 
 
 def _summary(record: Record) -> dict[str, Any]:

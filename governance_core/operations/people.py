@@ -17,6 +17,7 @@ from governance_core.operations.common import list_response, load, resolve_ref, 
 from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.emails import MAX_EMAIL_LENGTH, is_email
+from governance_core.views import view_of
 
 __all__ = ["person_details", "person_summary", "person_team_ids"]
 
@@ -45,16 +46,9 @@ def person_summary(ctx: Context, record: Record) -> dict[str, Any]:
 
 def person_details(ctx: Context, person: Person) -> dict[str, Any]:
     """Return the interface's Person_Details."""
-    return {
-        "id": person.id,
-        "name": person.name,
-        "email": person.email,
-        "title": person.title,
-        "team_ids": person_team_ids(ctx, person.id),
-        "inserted_at": person.inserted_at,
-        "updated_at": person.updated_at,
-        "type": "person",
-    }
+    return view_of(
+        person, "person", hidden=("account_id",), team_ids=person_team_ids(ctx, person.id)
+    )
 
 
 def _read_email(fields: Fields, *, required: bool) -> str | None:

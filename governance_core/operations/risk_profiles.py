@@ -17,6 +17,7 @@ from governance_core.operations.common import list_response, load, save, tenant
 from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.risk import DEFAULT_RULESET, Ruleset, parse_ruleset
+from governance_core.views import view_of
 
 __all__ = [
     "default_profile",
@@ -37,17 +38,7 @@ def default_profile(ctx: Context) -> RiskProfile:
 
 def risk_profile_details(profile: RiskProfile) -> dict[str, Any]:
     """Return a risk profile as clients see it (summary and details alike)."""
-    return {
-        "id": profile.id,
-        "account_id": profile.account_id,
-        "name": profile.name,
-        "description": profile.description,
-        "ruleset": profile_ruleset(profile).to_json(),
-        "is_default": profile.is_default,
-        "inserted_at": profile.inserted_at,
-        "updated_at": profile.updated_at,
-        "type": "risk_profile",
-    }
+    return view_of(profile, "risk_profile", ruleset=profile_ruleset(profile).to_json())
 
 
 def _summary(record: Record) -> dict[str, Any]:

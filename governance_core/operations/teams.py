@@ -13,6 +13,7 @@ from governance_core.models.accounts import Team
 from governance_core.operations.common import list_response, load, save, tenant
 from governance_core.registry import operation
 from governance_core.repository import Filter, Record
+from governance_core.views import view_of
 
 __all__ = ["team_details", "team_summary"]
 
@@ -35,14 +36,7 @@ def team_summary(ctx: Context, record: Record) -> dict[str, Any]:
 
 def team_details(ctx: Context, team: Team) -> dict[str, Any]:
     """The interface's Team details."""
-    return {
-        "id": team.id,
-        "name": team.name,
-        **_counts(ctx, team.id),
-        "inserted_at": team.inserted_at,
-        "updated_at": team.updated_at,
-        "type": "team",
-    }
+    return view_of(team, "team", hidden=("account_id",), **_counts(ctx, team.id))
 
 
 @operation("teams/list", write=False)
