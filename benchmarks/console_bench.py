@@ -22,18 +22,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import falcon.testing
+from servers import HOST, free_port, governance_serve, start_server, stop_server
 
 from governance_core.clock import format_timestamp
 from governance_core.service import Governance, Session
@@ -104,21 +101,10 @@ def browser_loads(
     """Median seconds for headless Chromium to open each path, served by ``governance serve``."""
     from playwright.sync_api import sync_playwright
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "governance_http", "serve", "--db", str(db), "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
+    port = free_port()
+    server = start_server(governance_serve(str(db), port), port)
+    base = f"http://{HOST}:{port}"
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"{base}/sign-in", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
         with sync_playwright() as playwright:
             chromium = playwright.chromium.launch(executable_path=browser, args=[
                 "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -141,8 +127,7 @@ def browser_loads(
             chromium.close()
         return medians
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        stop_server(server)
 
 
 def main() -> None:

@@ -21,12 +21,8 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
-import signal
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -38,6 +34,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from servers import HOST, free_port, governance_serve, start_server, stop_server
 
 from governance_core.ids import IdFactory, extract_partition
 from governance_core.otel import MappingSettings
@@ -54,7 +51,6 @@ from governance_core.otel.mapping import (
 from governance_core.service import Governance
 
 BATCH = 512
-HOST = "127.0.0.1"
 
 
 def make_traces(count: int, service: str) -> list[list[ReadableSpan]]:
@@ -121,32 +117,9 @@ def bulk_body(spans: list[ReadableSpan], agent_id: str, partition: int, ids: IdF
     return json.dumps({"items": items}).encode()
 
 
-def free_port() -> int:
-    """A free loopback port."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def start(db: Path, port: int) -> subprocess.Popen[bytes]:
     """``governance serve`` on ``port``, answering ``/ping``."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "governance_http", "serve", "--db", str(db), "--port", str(port),
-         "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            connection = http.client.HTTPConnection(HOST, port, timeout=2)
-            connection.request("GET", "/api/v1/ping")
-            if connection.getresponse().status == 200:
-                return process
-        except OSError:
-            time.sleep(0.1)
-    os.killpg(process.pid, signal.SIGTERM)
-    raise SystemExit("the server did not start")
+    return start_server(governance_serve(str(db), port, "--workers", "1"), port)
 
 
 def send(port: int, path: str, bodies: list[bytes], token: str, content_type: str) -> float:
@@ -199,8 +172,7 @@ def main() -> None:
                 print(f"round {round_number}: OTLP {otlp_rate:7.0f} spans/s   "
                       f"bulk {bulk_rate:7.0f} spans/s   ratio {otlp_rate / bulk_rate:.2f}")
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=30)
+            stop_server(process)
     print(f"OTLP/HTTP protobuf, {BATCH} spans a request, against bulk of the same spans: "
           f"median ratio {statistics.median(ratios):.2f}")
 

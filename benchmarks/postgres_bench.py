@@ -27,8 +27,6 @@ import http.client
 import json
 import multiprocessing
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,10 +39,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from ingest_bench import SCHEMA, span_body  # the same spans as the SQLite benchmark
+from servers import HOST, free_port, governance_serve, start_server, stop_server
 
 from governance_core.service import Governance
-
-HOST = "127.0.0.1"
 
 
 @contextmanager
@@ -125,45 +122,10 @@ def library_rates(url: str, spans: int) -> tuple[float, float]:
 
 
 # -- over HTTP --------------------------------------------------------------------------------
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def start_server(url: str) -> tuple[subprocess.Popen[bytes], int]:
-    """``governance serve --workers 1`` on ``url``, once it answers ``/ping``."""
+def start_on(url: str) -> tuple[subprocess.Popen[bytes], int]:
+    """``governance serve --workers 1`` on ``url``, once it answers ``/ping``; and its port."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "governance_http", "serve", "--db", url, "--host", HOST,
-         "--port", str(port), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            connection = http.client.HTTPConnection(HOST, port, timeout=2)
-            connection.request("GET", "/api/v1/ping")
-            if connection.getresponse().status == 200:
-                return process, port
-        except OSError:
-            time.sleep(0.1)
-    stop_server(process)
-    raise RuntimeError("governance serve did not start")
-
-
-def stop_server(process: subprocess.Popen[bytes]) -> None:
-    """Stop a server and every process it started."""
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    except ProcessLookupError:
-        pass
+    return start_server(governance_serve(url, port, "--workers", "1"), port), port
 
 
 def drive(job: tuple[list[int], str, list[str], int]) -> tuple[int, int]:
@@ -201,7 +163,7 @@ def http_rate(url: str, servers: int, requests: int, clients: int, threads: int)
     """Span creates a second through ``servers`` server processes."""
     with Governance.open(url) as gov:
         token, runs = prepare(gov, clients * threads)
-    started = [start_server(url) for _ in range(servers)]
+    started = [start_on(url) for _ in range(servers)]
     ports = [port for _, port in started]
     try:
         share = requests // (clients * threads)

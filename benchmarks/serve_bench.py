@@ -26,8 +26,6 @@ import importlib.util
 import json
 import multiprocessing
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,10 +35,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from servers import HOST, free_port, start_server, stop_server
+
 from governance_core.service import Governance
 from governance_http.serving import DB_ENVIRONMENT_VARIABLE
 
-HOST = "127.0.0.1"
 FACTORY = "governance_http.serving:wsgi_app"
 WORKERS = os.cpu_count() or 2
 
@@ -80,14 +79,6 @@ CANDIDATES: dict[str, list[str]] = {
 }
 
 
-def free_port() -> int:
-    """Return a loopback port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def installed(command: Sequence[str]) -> bool:
     """Tell whether the server a candidate command runs is importable here."""
     module = command[1] if command[0] == "-m" else "cheroot"
@@ -113,35 +104,10 @@ def prepare(db: Path) -> tuple[str, str]:
 
 def start(argv: Sequence[str], port: int, db: Path) -> subprocess.Popen[bytes]:
     """Start a candidate and wait until it answers ``/ping``."""
-    command = [sys.executable, *(part.format(port=port) for part in argv)]
-    env = {**os.environ, DB_ENVIRONMENT_VARIABLE: str(db)}
-    process = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    return start_server(
+        [part.format(port=port) for part in argv], port,
+        env={**os.environ, DB_ENVIRONMENT_VARIABLE: str(db)}, timeout_s=20,
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            connection = http.client.HTTPConnection(HOST, port, timeout=2)
-            connection.request("GET", "/api/v1/ping")
-            if connection.getresponse().status == 200:
-                return process
-        except OSError:
-            time.sleep(0.1)
-    stop(process)
-    raise RuntimeError(f"{command} did not start")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """Stop a candidate and every process it started."""
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    except ProcessLookupError:
-        pass
 
 
 def drive(port: int, token: str, instance_id: str, count: int, threads: int) -> tuple[int, int]:
@@ -312,7 +278,7 @@ def goals(args: argparse.Namespace) -> int:
                     port, token, instance_id, Path(tmp) / f"local-{number}.db", 20
                 )
             finally:
-                stop(process)
+                stop_server(process)
             for name, value in (("ping", ping), ("spans", spans), ("p99", p99),
                                 ("http bulk", over_http), ("in-process bulk", in_process)):
                 figures.setdefault(name, []).append(value)
@@ -360,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         port, token, instance_id, args.requests, args.clients, args.threads
                     )
                 finally:
-                    stop(process)
+                    stop_server(process)
                 best[name] = max(best.get(name, 0.0), rate)
                 failures[name] = failures.get(name, 0) + failed
     top = max(best.values())

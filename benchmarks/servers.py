@@ -1,0 +1,65 @@
+"""Starting and stopping a server process for the benchmarks that measure over HTTP."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def governance_serve(db: str, port: int, *options: str) -> list[str]:
+    """The arguments (after the interpreter) of ``governance serve`` on ``db`` and ``port``."""
+    return ["-m", "governance_http", "serve", "--db", db, "--host", HOST, "--port", str(port),
+            *options]
+
+
+def start_server(
+    argv: Sequence[str],
+    port: int,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 30,
+) -> subprocess.Popen[bytes]:
+    """Run ``python argv...`` in a session of its own; return it once it answers ``/ping``."""
+    process = subprocess.Popen(
+        [sys.executable, *argv], env=None if env is None else dict(env),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            connection = http.client.HTTPConnection(HOST, port, timeout=2)
+            connection.request("GET", "/api/v1/ping")
+            if connection.getresponse().status == 200:
+                return process
+        except OSError:
+            time.sleep(0.1)
+    stop_server(process)
+    raise RuntimeError(f"{' '.join(argv)} did not start")
+
+
+def stop_server(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server and every process it started."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    except ProcessLookupError:
+        pass
