@@ -40,7 +40,6 @@ __all__ = [
     "follow_run_activity",
     "in_reach",
     "payload_size",
-    "record_span",
     "record_span_and_agent",
     "run_schema_version",
     "schema_entry",
@@ -129,22 +128,6 @@ def cancelled_by_termination(instance: Record, span: AgentSpan) -> bool:
         and format_timestamp(span.finished_at) >= terminated_at
     )
 
-def record_span(
-    ctx: Context,
-    instance: Record,
-    span: AgentSpan,
-    before: AgentSpan | None = None,
-    *,
-    record: Record | None = None,
-) -> Record:
-    """Store ``span`` (new when ``before`` is None) and what it moves; the instance as stored.
-
-    The instance's aggregates follow the span; a pending run is started by an activity span
-    (its ``started_at`` is that span's); the agent's ``last_activity_span_at`` follows the
-    instance's. ``record`` is the span's stored form when the caller has made it already.
-    """
-    return record_span_and_agent(ctx, instance, span, before, record=record)[0]
-
 def record_span_and_agent(
     ctx: Context,
     instance: Record,
@@ -153,7 +136,13 @@ def record_span_and_agent(
     *,
     record: Record | None = None,
 ) -> tuple[Record, Record | None]:
-    """:func:`record_span`, also answering the agent when the write read it (else None)."""
+    """Store ``span`` (new when ``before`` is None) and what it moves.
+
+    The instance's aggregates follow the span; a pending run is started by an activity span
+    (its ``started_at`` is that span's); the agent's ``last_activity_span_at`` follows the
+    instance's. ``record`` is the span's stored form when the caller has made it already.
+    Returns the instance as stored, and the agent when the write read it (else None).
+    """
     after_record = to_record(span) if record is None else record
     ctx.store.put("agent_spans", after_record)
     updated = apply_span(instance, None if before is None else to_record(before), after_record)
@@ -198,7 +187,7 @@ def system_span(
         payload_validation=validate_payload(entry.get("schema"), payload) if known else None,
         summary=render_template(entry.get("template"), payload) if known else None,
     )
-    return record_span(ctx, instance, span)
+    return record_span_and_agent(ctx, instance, span)[0]
 
 def follow_run_activity(ctx: Context, agent_id: str, run_activity: str | None) -> Record:
     """Move the agent's ``last_activity_span_at`` up to a run's (a stored timestamp).

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.converter import json_ready
 from governance_core.domain.insights import run_insights
@@ -30,6 +29,7 @@ from governance_core.operations.common import (
     list_response,
     load_record,
     reach_filters,
+    started_between,
 )
 from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Filter, Record
@@ -161,12 +161,7 @@ def list_instances(ctx: Context, fields: Fields) -> dict[str, Any]:
     external_identifier = fields.str("external_identifier", max_length=REASON_MAX)
     if external_identifier:
         filters.append(Filter("external_identifier", "eq", external_identifier))
-    start_time = fields.timestamp("start_time")
-    if start_time is not None:
-        filters.append(Filter("started_at", "ge", format_timestamp(start_time)))
-    end_time = fields.timestamp("end_time")
-    if end_time is not None:
-        filters.append(Filter("started_at", "le", format_timestamp(end_time)))
+    filters += started_between(fields)
     rulesets = Rulesets(ctx)
     return list_response(
         ctx, fields, "agent_instances", sortable=SORTABLE, filters=filters,

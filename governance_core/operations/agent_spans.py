@@ -13,7 +13,6 @@ from typing import Any
 
 import attrs
 
-from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.converter import from_record, json_ready
 from governance_core.domain import spans
@@ -40,6 +39,7 @@ from governance_core.operations.common import (
     load_record,
     read_instance_ref,
     resolve_ref,
+    started_between,
 )
 from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Filter, Record
@@ -265,12 +265,7 @@ def list_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
         filters.append(Filter("parent_span_id", "eq", parent_span_id))
     elif fields.bool("top_level"):
         filters.append(Filter("parent_span_id", "eq", None))
-    start_time = fields.timestamp("start_time")
-    if start_time is not None:
-        filters.append(Filter("started_at", "ge", format_timestamp(start_time)))
-    end_time = fields.timestamp("end_time")
-    if end_time is not None:
-        filters.append(Filter("started_at", "le", format_timestamp(end_time)))
+    filters += started_between(fields)
     filters += equality_filters(fields, choices={"status": STATUSES, "purpose": PURPOSES})
     schema_name = fields.str("schema_name", max_length=NAME_MAX)
     if schema_name:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.converter import from_record, to_record
 from governance_core.domain.runs import in_reach
@@ -25,6 +26,7 @@ __all__ = [
     "reach_filters",
     "resolve_ref",
     "save",
+    "started_between",
     "tenant",
 ]
 
@@ -89,6 +91,17 @@ def ref_error(ctx: Context, name: str, kind: str, value: str) -> InvalidValue | 
     resolve_ref(ctx, fields, name, kind, value)
     error = fields.errors.to_error().errors.get(name)
     return error if isinstance(error, (InvalidValue, UnexpectedRefType)) else InvalidValue(name)
+
+
+def started_between(fields: Fields) -> list[Filter]:
+    """Filters for ``start_time`` and ``end_time``: ``started_at`` within them, both inclusive."""
+    filters = []
+    start, end = fields.timestamp("start_time"), fields.timestamp("end_time")
+    if start is not None:
+        filters.append(Filter("started_at", "ge", format_timestamp(start)))
+    if end is not None:
+        filters.append(Filter("started_at", "le", format_timestamp(end)))
+    return filters
 
 
 def equality_filters(
