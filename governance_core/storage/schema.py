@@ -77,6 +77,13 @@ TABLES: dict[str, Table] = {
         _t(
             "agents", "name", "status", "external_identifier", "owner_person_id", "team_id",
             "risk_profile_id", "last_activity_span_at",
+            # Every span that moves its run's last activity rewrites the agent: an index on
+            # last_activity_span_at (or on every field) would be rewritten with it.
+            indexes=(
+                ("account_id", "external_identifier"), ("account_id", "status"),
+                ("team_id",), ("owner_person_id",), ("risk_profile_id",),
+            ),
+            index_each=False,
         ),
         _t("agent_versions", "agent_id", "external_identifier", "agent_schema_version_id"),
         _t("agent_schema_versions", "agent_id", "external_identifier", "content_hash"),

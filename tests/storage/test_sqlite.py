@@ -322,6 +322,25 @@ def test_indexes_no_longer_declared_are_dropped(path: Path) -> None:
     assert "idx_agent_spans_agent_instance_id_started_at" in names
 
 
+@pytest.mark.parametrize("table", ["agents", "agent_instances"])
+def test_a_rewrite_that_moves_only_a_last_activity_writes_one_page(
+    store: SQLiteStore, path: Path, table: str
+) -> None:
+    # Every span that moves its run's last activity rewrites the run and its agent: an index
+    # on the moved field (or on every field) would be a page more, each, in every commit.
+    record = {
+        "id": "r1", "account_id": "a1", "agent_id": "g1", "status": "active", "name": "n",
+        "external_identifier": "x", "last_activity_span_at": "2026-11-21T16:42:00.000000Z",
+    }
+    store.put(table, record)
+    raw = _raw(path)
+    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with store.transaction():
+        store.put(table, {**record, "last_activity_span_at": "2026-11-21T16:42:01.000000Z"})
+    frames = raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+    assert frames == 1
+
+
 def _checkpointers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "governance-sqlite-checkpoint"]
 
