@@ -40,10 +40,13 @@ def format_timestamp(value: datetime) -> str:
     """UTC ISO 8601 with microseconds and a ``Z`` suffix, the one form the library writes."""
     if value.tzinfo is not UTC:
         value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    if value.year < 1000:
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    # isoformat is several times faster than strftime; "+00:00" is the 6 characters cut.
-    return value.isoformat(timespec="microseconds")[:-6] + "Z"
+    # %-formatting the fields is about twice as fast as isoformat (which asks for the offset)
+    # or an f-string with format specs, and ten times as fast as strftime; every write
+    # formats several timestamps.
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (  # noqa: UP031
+        value.year, value.month, value.day,
+        value.hour, value.minute, value.second, value.microsecond,
+    )
 
 
 def parse_timestamp(value: str) -> datetime:
