@@ -130,33 +130,38 @@ _PROVIDER_PATHS: Final = ("provider", "gen_ai.provider.name", "inputs.ai.model.p
 _MISSING: Final = object()
 
 
-@functools.cache
-def _cuts(parts: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Each key a dotted path may start with (longest first) and the parts left after it."""
-    return tuple((".".join(parts[:cut]), parts[cut:]) for cut in range(len(parts), 0, -1))
+def _ways(parts: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """Every way to follow a dotted path whose dots may be literal in keys or nesting.
 
-
-def _lookup(value: object, parts: tuple[str, ...]) -> object:
-    """Follow a dotted path whose dots may be literal in keys or nesting, or both."""
+    In lookup order: the longest key first at each level, so ``a.b.c`` is followed as the key
+    ``a.b.c``, then ``a.b`` and ``c``, then ``a`` and ``b.c``, then ``a``, ``b`` and ``c``.
+    """
     if not parts:
-        return value
-    if type(value) is not dict and not isinstance(value, Mapping):
-        return _MISSING
-    for key, rest in _cuts(parts):
-        if key in value:
-            found = _lookup(value[key], rest)
-            if found is not _MISSING:
-                return found
-    return _MISSING
+        return ((),)
+    return tuple(
+        (".".join(parts[:cut]), *rest)
+        for cut in range(len(parts), 0, -1)
+        for rest in _ways(parts[cut:])
+    )
 
 
 @functools.cache
-def _parts(dotted: str) -> tuple[str, ...]:
-    return tuple(dotted.split("."))
+def _routes(dotted: str) -> tuple[tuple[str, ...], ...]:
+    return _ways(tuple(dotted.split(".")))
 
 
 def _path(value: object, dotted: str) -> object:
-    return _lookup(value, _parts(dotted))
+    """Follow ``dotted`` into ``value`` the first way that leads somewhere (see :func:`_ways`)."""
+    for way in _routes(dotted):
+        found = value
+        for key in way:
+            if (type(found) is dict or isinstance(found, Mapping)) and key in found:
+                found = found[key]
+            else:
+                break
+        else:
+            return found
+    return _MISSING
 
 
 def _count(value: object) -> int | None:
@@ -177,6 +182,8 @@ def _count(value: object) -> int | None:
 
 
 def _name(payload: object, paths: tuple[str, ...]) -> str | None:
+    if isinstance(payload, Mapping) and payload.keys().isdisjoint(_first_keys_of(paths)):
+        return None
     for dotted in paths:
         value = _path(payload, dotted)
         if isinstance(value, str) and value.strip() and len(value) <= MAX_NAME_LENGTH:
@@ -185,18 +192,23 @@ def _name(payload: object, paths: tuple[str, ...]) -> str | None:
 
 
 @functools.cache
-def _first_keys(form: _Form) -> frozenset[str]:
-    """Every top-level key a path of ``form`` can start with (dots literal or nesting)."""
-    return frozenset(
-        key for path in (form.input, form.output, form.cache_read) for key, _ in _cuts(_parts(path))
-    )
+def _first_keys_of(paths: tuple[str, ...]) -> frozenset[str]:
+    """Every top-level key one of ``paths`` can start with (dots literal or nesting)."""
+    return frozenset(way[0] for path in paths for way in _routes(path))
+
+
+# Each form with the keys its paths can start with: a payload holding none is passed over.
+_FORMS_BY_FIRST_KEYS: Final = tuple(
+    (form, _first_keys_of((form.input, form.output, form.cache_read))) for form in _FORMS
+)
 
 
 def _counts(payload: object) -> tuple[int, int, int] | None:
     if type(payload) is not dict and not isinstance(payload, Mapping):
         return None
-    for form in _FORMS:
-        if _first_keys(form).isdisjoint(payload):
+    keys = payload.keys()
+    for form, first_keys in _FORMS_BY_FIRST_KEYS:
+        if keys.isdisjoint(first_keys):
             # None of the form's paths can start in this payload.
             continue
         found = [_count(_path(payload, p)) for p in (form.input, form.output, form.cache_read)]

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from governance_core.errors import ValidationErrors
+from governance_core.rules import cost as cost_module
 from governance_core.rules.cost import (
     UNKNOWN_MODEL,
     ModelPrice,
@@ -185,6 +186,37 @@ def test_extract_usage_never_raises_and_counts_are_sane(payload: object, result:
     if usage is not None:
         assert min(usage.input, usage.output, usage.cache_read) >= 0
         assert all(type(n) is int for n in (usage.input, usage.output, usage.cache_read))
+
+
+def _reference_lookup(value: object, parts: tuple[str, ...]) -> object:
+    """Decisions 10's dotted paths, as written: the longest literal key first at each level."""
+    if not parts:
+        return value
+    if not isinstance(value, dict):
+        return _path_missing
+    for cut in range(len(parts), 0, -1):
+        key = ".".join(parts[:cut])
+        if key in value:
+            found = _reference_lookup(value[key], parts[cut:])
+            if found is not _path_missing:
+                return found
+    return _path_missing
+
+
+_path_missing = cost_module._MISSING
+NESTED_KEYS = st.sampled_from(["a", "b", "c", "a.b", "b.c", "a.b.c", "d"])
+NESTED = st.recursive(
+    st.integers(0, 9) | st.none(),
+    lambda children: st.dictionaries(NESTED_KEYS, children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=NESTED, dotted=st.sampled_from(["a", "a.b", "a.b.c", "b.c.d", "a.b.c.d", "d"]))
+def test_a_dotted_path_is_followed_literal_key_first(value: object, dotted: str) -> None:
+    expected = _reference_lookup(value, tuple(dotted.split(".")))
+    assert cost_module._path(value, dotted) is expected
 
 
 # --------------------------------------------------------------------------- catalogue
