@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from governance_core.storage.protocol import Record, Store
+
+if TYPE_CHECKING:
+    from governance_core.domain.runs import SpanType
 
 __all__ = ["BoundedCache", "Caches"]
 
@@ -50,6 +53,8 @@ class Caches:
     def __init__(self) -> None:
         self._schema_versions: BoundedCache[str, Record] = BoundedCache()
         self.rulesets: BoundedCache[tuple[str, str], object] = BoundedCache()
+        # By schema version id and span type name: a span type's prepared payload checks.
+        self.span_types: BoundedCache[tuple[str, str], SpanType] = BoundedCache()
 
     def schema_version(self, store: Store, schema_version_id: str) -> Record | None:
         """The stored schema version ``schema_version_id`` (read once; it never changes)."""

@@ -25,13 +25,14 @@ from governance_core.converter import from_record, to_record
 from governance_core.models.agents import Agent, AgentInstance, AgentSpan, empty_instance_counts
 from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.aggregates import ACTIVITY, apply_span, latest
-from governance_core.rules.payload_validation import validate_payload
+from governance_core.rules.payload_validation import PayloadCheck, payload_check, validate_payload
 from governance_core.rules.states import INSTANCE, SPAN, advance
 from governance_core.rules.templates import render_template
 
 __all__ = [
     "NAME_MAX",
     "SPAN_TYPES",
+    "SpanType",
     "advance_instance",
     "cancel_active_spans",
     "cancelled_by_termination",
@@ -40,6 +41,7 @@ __all__ = [
     "follow_run_activity",
     "in_reach",
     "payload_size",
+    "prepared_span_type",
     "record_span_and_agent",
     "run_schema_version",
     "schema_entry",
@@ -94,8 +96,40 @@ def control(instance: Record) -> dict[str, Any]:
         return {}
     return {"control": {"terminate": True, "reason": instance.get("termination_reason")}}
 
+@attrs.frozen
+class SpanType:
+    """A span type of a run's schema version, its payload checks prepared once.
+
+    Schema versions never change once stored, so :func:`prepared_span_type` keeps one per
+    process and type: the schemas are read once, not on every span.
+    """
+
+    entry: dict[str, Any]
+    check_params: PayloadCheck
+    check_result: PayloadCheck
+
+    @classmethod
+    def prepare(cls, entry: dict[str, Any]) -> SpanType:
+        """Prepare the span type declared by ``entry``."""
+        return cls(
+            entry, payload_check(entry.get("params_schema")),
+            payload_check(entry.get("result_schema")),
+        )
+
+
+def prepared_span_type(
+    ctx: Context, schema_version: Record | None, name: str
+) -> SpanType | None:
+    """Return the span type ``name`` of ``schema_version``, or None when it is undeclared."""
+    entry = entry_in(schema_version, SPAN_TYPES, name)
+    if entry is None or schema_version is None:
+        return None
+    key = (schema_version["id"], name)
+    return ctx.caches.span_types.get(key, lambda: SpanType.prepare(entry))
+
+
 def span_checks(
-    entry: dict[str, Any] | None, payload: dict[str, Any], result: dict[str, Any] | None
+    span_type: SpanType | None, payload: dict[str, Any], result: dict[str, Any] | None
 ) -> dict[str, Any]:
     """Return what a span's payloads and type give it.
 
@@ -104,16 +138,16 @@ def span_checks(
     size estimate.
     """
     size = payload_size(payload, result)
-    if entry is None:
+    if span_type is None:
         return {"schema_known": False, "payload_validation": None,
                 "result_payload_validation": None, "summary": None, "size_bytes": size}
     return {
         "schema_known": True,
-        "payload_validation": validate_payload(entry.get("params_schema"), payload),
-        "result_payload_validation": (
-            None if result is None else validate_payload(entry.get("result_schema"), result)
+        "payload_validation": span_type.check_params(payload),
+        "result_payload_validation": None if result is None else span_type.check_result(result),
+        "summary": render_template(
+            span_type.entry.get("template"), {**payload, **(result or {})}
         ),
-        "summary": render_template(entry.get("template"), {**payload, **(result or {})}),
         "size_bytes": size,
     }
 

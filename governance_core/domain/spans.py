@@ -21,12 +21,10 @@ from governance_core.context import Context
 from governance_core.converter import from_record, to_record
 from governance_core.domain.risk import raise_if_critical
 from governance_core.domain.runs import (
-    SPAN_TYPES,
     cancelled_by_termination,
-    entry_in,
+    prepared_span_type,
     record_span_and_agent,
     run_schema_version,
-    schema_entry,
     span_checks,
 )
 from governance_core.domain.sensitive_values import keep_values
@@ -92,7 +90,8 @@ def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
     """
     instance = new.instance
     schema_version = run_schema_version(ctx, instance)
-    entry = entry_in(schema_version, SPAN_TYPES, new.schema_name)
+    span_type = prepared_span_type(ctx, schema_version, new.schema_name)
+    entry = None if span_type is None else span_type.entry
     span = AgentSpan(
         id=new.id, account_id=instance["account_id"], agent_id=instance["agent_id"],
         agent_instance_id=instance["id"], parent_span_id=new.parent_span_id,
@@ -101,7 +100,7 @@ def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
         purpose=ACTIVITY, started_at=new.started_at, finished_at=new.finished_at,
         inserted_at=ctx.now, updated_at=ctx.now, payload=new.payload,
         result_payload=new.result_payload, sensitive_encoding=new.sensitive_encoding,
-        **span_checks(entry, new.payload, new.result_payload),
+        **span_checks(span_type, new.payload, new.result_payload),
     )
     record = to_record(span)
     stored, agent = record_span_and_agent(ctx, instance, span, record=record)
@@ -168,11 +167,15 @@ def finish_span(ctx: Context, record: Record, finish: SpanFinish) -> SpanWrite:
     instance = ctx.store.get("agent_instances", span.agent_instance_id)
     assert instance is not None, "a span's run is never deleted before its spans"
     activity = span.purpose == ACTIVITY
-    entry = schema_entry(ctx, instance, SPAN_TYPES, span.schema_name) if activity else None
+    span_type = (
+        prepared_span_type(ctx, run_schema_version(ctx, instance), span.schema_name)
+        if activity else None
+    )
+    entry = None if span_type is None else span_type.entry
     if cancelled_by_termination(instance, span):
         return SpanWrite(record, instance, None, None, entry)
     status = advance(SPAN, span.status, finish.status, what="agent span")
-    derived = span_checks(entry, span.payload, finish.result_payload)
+    derived = span_checks(span_type, span.payload, finish.result_payload)
     derived.pop("payload_validation")
     finished = attrs.evolve(
         span, status=status, finished_at=finish.finished_at,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -47,7 +47,14 @@ from referencing.jsonschema import DRAFT202012, SchemaRegistry
 
 from governance_core.rules.safe_regex import RegexBudget, guarded
 
-__all__ = ["MAX_ERRORS", "OFFLINE_REGISTRY", "outside_references", "validate_payload"]
+__all__ = [
+    "MAX_ERRORS",
+    "OFFLINE_REGISTRY",
+    "PayloadCheck",
+    "outside_references",
+    "payload_check",
+    "validate_payload",
+]
 
 MAX_ERRORS = 20
 MAX_MESSAGE = 300
@@ -65,17 +72,38 @@ OFFLINE_REGISTRY: SchemaRegistry = Registry(retrieve=_retrieve_nothing)  # type:
 _budget: ContextVar[RegexBudget | None] = ContextVar("regex_budget", default=None)
 
 
+PayloadCheck = Callable[[object], dict[str, Any]]
+"""A prepared check of payloads against one schema: ``check(payload) -> result``."""
+
+
 def validate_payload(schema: object, payload: object) -> dict[str, Any]:
     """Check ``payload`` against the JSON Schema ``schema``; the result, never an error."""
+    return payload_check(schema)(payload)
+
+
+def payload_check(schema: object) -> PayloadCheck:
+    """Prepare the check of payloads against ``schema`` (see :func:`validate_payload`).
+
+    Preparing reads the schema once; a caller that checks many payloads against one schema
+    that never changes (a span type of a stored schema version) keeps the check.
+    """
     if schema is None:
-        return _unchecked("no schema is declared for this payload")
+        return functools.partial(_fixed, "no schema is declared for this payload")
     try:
         text = json.dumps(schema, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):
-        return _unchecked("the schema is not JSON")
+        return functools.partial(_fixed, "the schema is not JSON")
     checker = _checker(text)
     if isinstance(checker, str):
-        return _unchecked(checker)
+        return functools.partial(_fixed, checker)
+    return functools.partial(_check, checker)
+
+
+def _fixed(message: str, payload: object) -> dict[str, Any]:
+    return _unchecked(message)
+
+
+def _check(checker: _Checker, payload: object) -> dict[str, Any]:
     if checker.fast is not None and _matches_fast(checker.fast, payload):
         return {"status": "valid", "message": None}
     budget = RegexBudget()
