@@ -1,10 +1,9 @@
 """What one process may keep of the store between operations: only what never changes.
 
-A schema version is never changed once stored, so it is read once. A risk profile can change
-in any process at any time, so its record is read by every operation that needs it; only the
-parsing of its ruleset is kept, keyed by the record's id and ``updated_at`` (a changed profile
-is a new key). Nothing about tokens is kept: a suspended or revoked token stops working at once
-in every process.
+A schema version is never changed once stored, so it is read once, and each of its span types
+is prepared once (its payload checks). A risk profile can change in any process at any time, so
+its record is read by every operation that needs it. Nothing about tokens or accounts is kept: a
+suspended or revoked token, or a deleted account's, stops working at once in every process.
 """
 
 from __future__ import annotations
@@ -52,7 +51,6 @@ class Caches:
 
     def __init__(self) -> None:
         self._schema_versions: BoundedCache[str, Record] = BoundedCache()
-        self.rulesets: BoundedCache[tuple[str, str], object] = BoundedCache()
         # By schema version id and span type name: a span type's prepared payload checks.
         self.span_types: BoundedCache[tuple[str, str], SpanType] = BoundedCache()
 
