@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
+from governance_core import jsontext
 from governance_core.clock import parse_timestamp
 from governance_core.errors import FieldErrors, UnexpectedRefType
 from governance_core.ids import is_pfid
@@ -26,6 +27,7 @@ SAFE_INTEGER = 2**53 - 1
 """The largest integer member accepted (unless a field says less): JSON clients read every
 integer up to it exactly, and every store holds it."""
 
+_JSON_ONLY = "strings as keys, no NaN or infinity, no lone surrogate, no other type"
 _DIGITS = re.compile(r"-?[0-9]{1,30}")
 _MISSING = object()
 _TRUE = {"true", "1", "yes", "on"}
@@ -206,12 +208,21 @@ class Fields:
     def object(
         self, name: builtins.str, *, required: builtins.bool = False, nullable: builtins.bool = True
     ) -> dict[builtins.str, Any] | None:
-        """A JSON object member."""
+        """A JSON object member, holding JSON values only.
+
+        A caller in the same process can pass a NaN, a non-string key or any Python object,
+        which no store would keep: that is an ``invalid_value`` on the member.
+        """
         value = self._get(name, required, nullable)
         if value is _MISSING:
             return None
         if not isinstance(value, dict):
             self.errors.invalid(name, f"{name} must be an object")
+            return None
+        try:
+            jsontext.dumps(value)
+        except ValueError:
+            self.errors.invalid(name, f"{name} must hold JSON values only: {_JSON_ONLY}")
             return None
         return value
 

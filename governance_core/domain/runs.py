@@ -13,12 +13,12 @@ run goes through :func:`advance_instance`, which follows
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 import attrs
 
+from governance_core import jsontext
 from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.converter import from_record, to_record
@@ -84,11 +84,7 @@ def entry_in(schema_version: Record | None, group: str, name: str) -> dict[str, 
 
 def payload_size(*payloads: object) -> int:
     """Estimate the stored size of payloads: their compact JSON text in UTF-8 bytes."""
-    return sum(
-        len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
-        for payload in payloads
-        if payload is not None
-    )
+    return sum(len(jsontext.dumps(payload).encode()) for payload in payloads if payload is not None)
 
 def control(instance: Record) -> dict[str, Any]:
     """Return the ``control`` member of a span write's response (only once terminated)."""

@@ -7,11 +7,11 @@ declared fields hold values of another type than the schema declares.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, get_args
 
+from governance_core import jsontext
 from governance_core.storage.protocol import Filter, FilterOp, NullsOrder, Record, SortKey
 from governance_core.storage.schema import TABLES, Column, ColumnType
 
@@ -34,7 +34,6 @@ _DECLARED: dict[str, dict[str, Column]] = {
     name: {"id": _ID, **{column.name: column for column in table.columns}}
     for name, table in TABLES.items()
 }
-_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 # A signed 64-bit integer is what SQL databases index; a double holds integers exactly to 2**53.
 _INTEGER_RANGE = range(-(2**63), 2**63)
 _EXACT_REAL = 2**53
@@ -135,14 +134,14 @@ def check_query(table: str, filters: Sequence[Filter], sort: Sequence[SortKey] =
 def encode(record: Record) -> str:
     """Return the stored text of a record: compact JSON, refusing anything JSON cannot hold."""
     try:
-        return _ENCODER.encode(record)
-    except TypeError as error:
+        return jsontext.dumps(record)
+    except ValueError as error:
         raise ValueError(f"a record must hold JSON values only: {error}") from None
 
 
 def decode(text: str) -> Record:
     """Return the record a stored text holds."""
-    value: dict[str, Any] = json.loads(text)
+    value: dict[str, Any] = jsontext.loads(text)
     return value
 
 
