@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -40,7 +40,7 @@ from governance_core.recording import Run
 from governance_core.registry import Operation, Registry
 from governance_core.rules.cost import load_catalogue
 from governance_core.storage import open_store
-from governance_core.storage.protocol import Filter, Store
+from governance_core.storage.protocol import ChangeMarks, Filter, Record, Store
 from governance_core.storage.write_behind import WriteBehindStore
 
 __all__ = ["WRITE_ATTEMPTS", "Bootstrap", "Governance", "Session"]
@@ -49,6 +49,8 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 WRITE_ATTEMPTS = 8
 """How many times a write operation runs before a :class:`WriteConflict` is let through."""
 _BACKOFF_SECONDS = 0.002
+_AUTHENTICATION_TABLES = ("api_tokens", "accounts")
+_KEPT_TOKENS = 1024
 
 _T = TypeVar("_T")
 
@@ -93,6 +95,8 @@ class Governance:
         self.registry = registry if registry is not None else default_registry()
         self.caches = Caches()
         self._writing = threading.local()
+        # Token hash -> (the store's change mark, the token record, its account's partition).
+        self._tokens: dict[str, tuple[Hashable, Record, int]] = {}
 
     @classmethod
     def open(
@@ -161,30 +165,51 @@ class Governance:
             raise NotAuthenticated()
         if not token.startswith(TOKEN_PREFIX):
             raise BadAuthToken("the access token is malformed")
-        found = self.store.query("api_tokens", [Filter("token_hash", "eq", hash_secret(token))])
-        if not found:
-            raise BadAuthToken()
-        record = found[0]
+        record, partition = self._token(hash_secret(token))
         now = self.clock()
         if record["status"] != "active":
             raise BadAuthToken(f"the access token is {record['status']}")
         if record.get("expires_at") and parse_timestamp(record["expires_at"]) <= now:
             raise BadAuthToken("the access token has expired")
-        account = self.store.get("accounts", record["account_id"])
-        if account is None:
-            raise BadAuthToken()
         last_used = record.get("last_used_at")
         if last_used is None or now - parse_timestamp(last_used) >= LAST_USED_RESOLUTION:
             self._retrying(lambda: self._record_use(record["id"], record.get("admin_user_id"), now))
         return Principal(
             account_id=record["account_id"],
-            partition=account["partition"],
+            partition=partition,
             scope=record["token_scope"],
             token_id=record["id"],
             admin_user_id=record.get("admin_user_id"),
             agent_id=record.get("agent_id"),
             environment_id=record.get("environment_id"),
         )
+
+    def _token(self, token_hash: str) -> tuple[Record, int]:
+        """The stored token with ``token_hash`` and its account's partition; else bad_authtoken.
+
+        Both are read again unless the store can tell that no token or account changed since
+        they were last read (:class:`~governance_core.storage.protocol.ChangeMarks`): a
+        suspended or revoked token stops working at once in every process.
+        """
+        mark = (
+            self.store.change_mark(_AUTHENTICATION_TABLES)
+            if isinstance(self.store, ChangeMarks) else None
+        )
+        kept = self._tokens.get(token_hash)
+        if mark is not None and kept is not None and kept[0] == mark:
+            return kept[1], kept[2]
+        found = self.store.query("api_tokens", [Filter("token_hash", "eq", token_hash)])
+        if not found:
+            raise BadAuthToken()
+        record = found[0]
+        account = self.store.get("accounts", record["account_id"])
+        if account is None:
+            raise BadAuthToken()
+        if mark is not None:
+            if len(self._tokens) >= _KEPT_TOKENS:
+                self._tokens.clear()
+            self._tokens[token_hash] = (mark, record, account["partition"])
+        return record, account["partition"]
 
     def _record_use(self, token_id: str, admin_user_id: str | None, now: datetime) -> None:
         """Stamp the token's ``last_used_at`` and its admin user's ``last_active_at``."""

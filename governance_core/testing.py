@@ -26,7 +26,14 @@ from governance_core.clock import FixedClock
 from governance_core.ids import SeededIds
 from governance_core.service import Bootstrap, Governance
 from governance_core.storage.memory import MemoryStore
-from governance_core.storage.protocol import Filter, NullsOrder, Record, SortKey, Store
+from governance_core.storage.protocol import (
+    ChangeMarks,
+    Filter,
+    NullsOrder,
+    Record,
+    SortKey,
+    Store,
+)
 
 __all__ = ["FixedClock", "SeededIds", "StoreContract", "make_governance"]
 
@@ -144,6 +151,30 @@ class StoreContract:
         self.store.put("people", {"id": "x", "name": "person"})
         self.store.delete("people", "x")
         _equal(self.store.get("teams", "x"), {"id": "x", "name": "team"}, "the other table")
+
+    def test_change_marks_move_with_writes(self) -> None:
+        """A store that offers change marks gives a new mark after a write to a marked table.
+
+        Writes to other tables leave it alone (whether they move it is the store's choice,
+        but a mark that moved with every write would keep nothing).
+        """
+        store = self.store
+        if not isinstance(store, ChangeMarks):
+            return
+        marked = ("teams", "people")
+        first = store.change_mark(marked)
+        _equal(store.change_mark(marked), first, "mark without a write")
+        store.put("accounts", {"id": "a1"})
+        _equal(store.change_mark(marked), first, "mark after a write to another table")
+        store.put("teams", {"id": "t1"})
+        second = store.change_mark(marked)
+        _check(second != first, "the mark did not move with a put")
+        store.delete("people", "p1")
+        store.put("people", {"id": "p1"})
+        third = store.change_mark(marked)
+        _check(third not in (first, second), "the mark did not move with a put")
+        store.delete("people", "p1")
+        _check(store.change_mark(marked) not in (first, second, third), "nor with a delete")
 
     def test_records_are_copies(self) -> None:
         """Mutating a record given to put, or one returned, never changes what is stored."""

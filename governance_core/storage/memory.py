@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,6 +36,9 @@ class MemoryStore:
         self._lock = threading.RLock()
         # One undo log per open block, innermost last: a block that fails undoes its own.
         self._undo: list[dict[tuple[str, str], str | None]] = []
+        # Each table's latest write, for change_mark.
+        self._writes = itertools.count(1)
+        self._written: dict[str, int] = {}
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -63,6 +67,7 @@ class MemoryStore:
                 self._tables[table][record_id] = previous
 
     def _remember(self, table: str, record_id: str) -> None:
+        self._written[table] = next(self._writes)
         undo = self._undo[-1]
         if (table, record_id) not in undo:
             undo[(table, record_id)] = self._tables[table].get(record_id)
@@ -128,6 +133,10 @@ class MemoryStore:
 
     def _iterate(self, table: str, filters: Sequence[Filter]) -> Iterator[Record]:
         yield from self.query(table, filters)
+
+    def change_mark(self, tables: Collection[str]) -> Hashable:
+        """A mark of ``tables`` (see :class:`~governance_core.storage.protocol.ChangeMarks`)."""
+        return tuple(self._written.get(table, 0) for table in tables)
 
     def close(self) -> None:
         """Release nothing: the records live as long as the object."""

@@ -19,13 +19,13 @@ is :class:`governance_core.testing.StoreContract`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-__all__ = ["Filter", "FilterOp", "NullsOrder", "Record", "SortKey", "Store"]
+__all__ = ["ChangeMarks", "Filter", "FilterOp", "NullsOrder", "Record", "SortKey", "Store"]
 
 Record = dict[str, Any]
 FilterOp = Literal["eq", "ne", "lt", "le", "gt", "ge", "in"]
@@ -95,4 +95,23 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections and files."""
+        ...
+
+
+@runtime_checkable
+class ChangeMarks(Protocol):
+    """An optional capability: telling cheaply that no record of some tables can have changed.
+
+    The core keeps what it reads of such tables (the tokens and accounts a caller
+    authenticates with) for as long as their mark stays the same, and reads them again
+    otherwise. A store without it has every such read made again.
+    """
+
+    def change_mark(self, tables: Collection[str]) -> Hashable:
+        """Return a mark of ``tables`` as the calling thread sees them now.
+
+        Two equal marks taken in one thread promise that no record of ``tables`` changed in
+        between: none was written through this store (by any thread, committed or not) and no
+        other connection or process committed anything. A new mark promises nothing.
+        """
         ...

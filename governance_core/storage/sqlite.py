@@ -8,12 +8,13 @@ own indexed column. Driver errors are translated: a busy or locked database beco
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,14 +58,18 @@ _OPS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 
-class _Link:
-    """One connection and how deeply its user is nested in transactions."""
+_LINK_SERIALS = itertools.count()
 
-    __slots__ = ("conn", "depth")
+
+class _Link:
+    """One connection, how deeply its user is nested in transactions, and its serial number."""
+
+    __slots__ = ("conn", "depth", "serial")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.depth = 0
+        self.serial = next(_LINK_SERIALS)
 
 
 class _Lending:
@@ -126,6 +131,9 @@ class SQLiteStore:
         self._writer = threading.Lock()
         self._shared = _Link(self._connect()) if self.path == ":memory:" else None
         self._put_sql = {table.name: _put_sql(table) for table in TABLES.values()}
+        # Each table's latest write through this store, for change_mark.
+        self._writes = itertools.count(1)
+        self._written: dict[str, int] = {}
         with self._use() as link:
             _migrate(link.conn, self.busy_timeout_ms / 1000)
         self._checkpointer = None if self._shared is not None else _Checkpointer(self._connect())
@@ -249,6 +257,7 @@ class SQLiteStore:
         values = column_values(table, record)
         values.append(encode(record))
         upsert, otherwise = self._put_sql[table]
+        self._written[table] = next(self._writes)
         with self._use() as link:
             conn, depth = link.conn, link.depth
             if self._execute(conn, depth, upsert, values).rowcount == 0 and otherwise is not None:
@@ -257,6 +266,7 @@ class SQLiteStore:
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""
         check_key(table, record_id)
+        self._written[table] = next(self._writes)
         with self._use() as link:
             cursor = self._execute(
                 link.conn, link.depth, f"DELETE FROM [{table}] WHERE id = ?", (record_id,)
@@ -300,6 +310,17 @@ class SQLiteStore:
 
     def _page(self, table: str, filters: list[Filter], limit: int) -> list[Record]:
         return self.query(table, filters, limit=limit)
+
+    def change_mark(self, tables: Collection[str]) -> Hashable:
+        """A mark of ``tables`` (see :class:`~governance_core.storage.protocol.ChangeMarks`).
+
+        SQLite's ``data_version`` of the thread's connection changes with every commit of
+        another connection; writes through this store are counted per table. The connection's
+        serial keeps marks of different connections apart.
+        """
+        with self._use() as link:
+            version = link.conn.execute("PRAGMA data_version").fetchone()[0]
+            return (link.serial, version, *[self._written.get(table, 0) for table in tables])
 
     def close(self) -> None:
         """Close every connection this store opened (checkpointing the WAL a last time)."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,6 +47,43 @@ def test_a_suspended_or_revoked_token_is_a_bad_authtoken(
     error = fails(world.gov.call, "teams/list", token=world.a.api_token)
     assert isinstance(error, BadAuthToken)
     assert action[:6] in error.message
+
+
+@pytest.mark.parametrize("action", ["suspend", "revoke"])
+def test_a_token_changed_by_another_process_stops_working_at_once(
+    tmp_path: Path, action: str
+) -> None:
+    # The first Governance keeps the token it authenticated while nothing changes; a change
+    # committed by another connection (another process, here another store on the same file,
+    # or plain SQL) is seen by the very next call.
+    path = tmp_path / "governance.db"
+    with Governance.open(path) as first, Governance.open(path) as second:
+        boot = first.bootstrap()
+        other = second.bootstrap(admin_email="other@example.com")
+        for _ in range(3):
+            assert first.call("teams/list", token=boot.token)["status"] == "success"
+        session = second.as_account(boot.account_id, admin_user_id=boot.admin_user_id)
+        getattr(session, f"{action}_api_token")(boot.token_id)
+        assert isinstance(fails(first.call, "teams/list", token=boot.token), BadAuthToken)
+        assert first.call("teams/list", token=other.token)["status"] == "success"
+        raw = sqlite3.connect(path, isolation_level=None)
+        raw.execute(
+            "UPDATE api_tokens SET data = json_set(data, '$.status', 'suspended')"
+            " WHERE id = ?", (other.token_id,),
+        )
+        raw.close()
+        assert isinstance(fails(first.call, "teams/list", token=other.token), BadAuthToken)
+
+
+def test_a_token_changed_in_another_thread_stops_working_at_once(tmp_path: Path) -> None:
+    with Governance.open(tmp_path / "governance.db") as gov:
+        boot = gov.bootstrap()
+        assert gov.call("teams/list", token=boot.token)["status"] == "success"
+        session = gov.as_account(boot.account_id, admin_user_id=boot.admin_user_id)
+        worker = threading.Thread(target=session.suspend_api_token, args=(boot.token_id,))
+        worker.start()
+        worker.join()
+        assert isinstance(fails(gov.call, "teams/list", token=boot.token), BadAuthToken)
 
 
 def test_an_expired_token_is_a_bad_authtoken(world: World) -> None:

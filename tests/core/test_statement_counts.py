@@ -1,6 +1,7 @@
 """How many SQL statements a span create runs: a regression guard, not a timing.
 
-A span create needs: the token and its account (authentication), the idempotency record,
+A span create needs: the token and its account (authentication; read again only when the
+store's change mark says a token or account may have changed), the idempotency record,
 the run, the span's insert, the run's rewrite, the agent (read once: its
 ``last_activity_span_at`` moves, and its risk profile scores the run) and its rewrite, the
 risk profile (the critical risk check of a span type with data risk), the idempotency
@@ -73,7 +74,9 @@ def test_a_span_create_runs_the_statements_its_rules_need() -> None:
     with statements(gov.store) as seen:
         gov.call("agent_spans/create", span(instance, 1), token=token)
     assert seen == [
-        "SELECT api_tokens", "SELECT accounts",
+        # The token and its account were read by the previous call: no token or account has
+        # changed since (SQLite's data_version, and this store's own writes).
+        "PRAGMA",
         "BEGIN",
         "SELECT idempotency_keys", "SELECT agent_instances",
         "INSERT agent_spans", "SELECT agents", "SELECT risk_profiles",
