@@ -13,16 +13,31 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import rapidjson
+
 from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.credentials import ShownOnce, withhold_secrets
 from governance_core.errors import FieldErrors, IdempotencyKeyAlreadyUsed
 from governance_core.fields import flatten_params
 
-__all__ = ["KEY_MAX", "KEY_MIN", "fingerprint", "find_replay", "remember", "resolve_key"]
+__all__ = ["KEY_MAX", "KEY_MIN", "IdempotentRequest", "fingerprint", "resolve_key"]
 
 KEY_MIN, KEY_MAX = 8, 128
 FIELD = "idempotency_key"
+_VERSION = "2:"
+
+
+class _Canonical(rapidjson.Encoder):
+    """Sorted keys, so that the same members in any order are the same request."""
+
+    def default(self, value: object) -> str:
+        return str(value)
+
+
+_CANONICAL = _Canonical(
+    sort_keys=True, ensure_ascii=False, mapping_mode=rapidjson.MM_COERCE_KEYS_TO_STRINGS
+)
 
 
 def resolve_key(params: Mapping[str, Any] | None, extra: Iterable[str | None] = ()) -> str | None:
@@ -53,44 +68,77 @@ def resolve_key(params: Mapping[str, Any] | None, extra: Iterable[str | None] = 
 
 
 def fingerprint(operation: str, params: Mapping[str, Any] | None) -> str:
-    """A digest of what the request asks for, whatever envelope form it came in."""
-    flat = {k: v for k, v in flatten_params(params).items() if k != FIELD}
-    text = json.dumps([operation, flat], sort_keys=True, separators=(",", ":"), default=str)
+    """A digest of what the request asks for, whatever envelope form it came in.
+
+    Versioned (``2:`` and the digest): records stored before hold the digest of
+    :func:`_legacy_fingerprint`, which a replay compares against instead.
+    """
+    asked = [operation, _asked(params)]
+    try:
+        text = _CANONICAL(asked)
+    except ValueError:
+        # A lone surrogate, which only the standard library writes (escaped).
+        text = json.dumps(asked, sort_keys=True, separators=(",", ":"), default=str)
+    assert text is not None
+    return _VERSION + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _asked(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in flatten_params(params).items() if k != FIELD}
+
+
+def _legacy_fingerprint(operation: str, params: Mapping[str, Any] | None) -> str:
+    text = json.dumps([operation, _asked(params)], sort_keys=True, separators=(",", ":"),
+                      default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _record_id(account_id: str, operation: str, key: str) -> str:
-    return hashlib.sha256(f"{account_id}\x00{operation}\x00{key}".encode()).hexdigest()
+class IdempotentRequest:
+    """A write sent with an idempotency key: its stored record's id and its fingerprint."""
 
+    __slots__ = ("_params", "digest", "key", "operation", "record_id")
 
-def find_replay(ctx: Context, operation: str, key: str, digest: str) -> dict[str, Any] | None:
-    """The stored response for this key, None when unused; a different request is refused."""
-    stored = ctx.store.get("idempotency_keys", _record_id(ctx.account_id, operation, key))
-    if stored is None:
-        return None
-    if stored["fingerprint"] != digest:
-        raise IdempotencyKeyAlreadyUsed(
-            f"idempotency key {key!r} was already used with a different {operation} request"
+    def __init__(
+        self, account_id: str, operation: str, key: str, params: Mapping[str, Any] | None
+    ) -> None:
+        self.operation = operation
+        self.key = key
+        scope = f"{account_id}\x00{operation}\x00{key}"
+        self.record_id = hashlib.sha256(scope.encode()).hexdigest()
+        self.digest = fingerprint(operation, params)
+        self._params = params
+
+    def replay(self, ctx: Context) -> dict[str, Any] | None:
+        """The stored response for this key, None when unused; a different request is refused."""
+        stored = ctx.store.get("idempotency_keys", self.record_id)
+        if stored is None:
+            return None
+        digest = stored["fingerprint"]
+        same = (
+            digest == self.digest if digest.startswith(_VERSION)
+            else digest == _legacy_fingerprint(self.operation, self._params)
         )
-    response: dict[str, Any] = stored["response"]
-    return response
+        if not same:
+            raise IdempotencyKeyAlreadyUsed(
+                f"idempotency key {self.key!r} was already used with a different"
+                f" {self.operation} request"
+            )
+        response: dict[str, Any] = stored["response"]
+        return response
 
-
-def remember(
-    ctx: Context, operation: str, key: str, digest: str, response: dict[str, Any]
-) -> None:
-    """Store a successful response under its key, without the secrets it shows once."""
-    ctx.store.put(
-        "idempotency_keys",
-        {
-            "id": _record_id(ctx.account_id, operation, key),
-            "account_id": ctx.account_id,
-            "operation": operation,
-            "fingerprint": digest,
-            "response": _without_secrets(response),
-            "inserted_at": format_timestamp(ctx.now),
-        },
-    )
+    def remember(self, ctx: Context, response: dict[str, Any]) -> None:
+        """Store a successful response under the key, without the secrets it shows once."""
+        ctx.store.put(
+            "idempotency_keys",
+            {
+                "id": self.record_id,
+                "account_id": ctx.account_id,
+                "operation": self.operation,
+                "fingerprint": self.digest,
+                "response": _without_secrets(response),
+                "inserted_at": format_timestamp(ctx.now),
+            },
+        )
 
 
 def _without_secrets(response: dict[str, Any]) -> dict[str, Any]:

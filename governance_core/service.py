@@ -33,7 +33,7 @@ from governance_core.errors import (
     WriteConflict,
 )
 from governance_core.fields import Fields
-from governance_core.idempotency import find_replay, fingerprint, remember, resolve_key
+from governance_core.idempotency import IdempotentRequest, resolve_key
 from governance_core.ids import IdFactory
 from governance_core.operations import default_registry
 from governance_core.recording import Run
@@ -322,12 +322,12 @@ class Governance:
         with self._operations_store.transaction():
             if key is None or principal is None or not op.idempotent:
                 return op.handler(ctx, Fields(params))
-            digest = fingerprint(op.name, params)
-            replay = find_replay(ctx, op.name, key, digest)
+            request = IdempotentRequest(principal.account_id, op.name, key, params)
+            replay = request.replay(ctx)
             if replay is not None:
                 return replay
             response = op.handler(ctx, Fields(params))
-            remember(ctx, op.name, key, digest, response)
+            request.remember(ctx, response)
             return response
 
     def accept_invite(self, token: str, *, name: str | None = None) -> Issued:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sqlite3
 import threading
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from governance_core.errors import (
     NotFound,
     ValidationErrors,
 )
+from governance_core.idempotency import fingerprint
 from governance_core.service import Bootstrap, Governance
 from tests.core.accounts_world import World, canonical, fails, field_codes
 
@@ -219,6 +223,31 @@ def test_a_key_reused_with_another_request_is_refused(world: World) -> None:
     error = fails(gov.call, "teams/create", {"name": "Dev", "idempotency_key": KEY},
                   principal=principal)
     assert isinstance(error, IdempotencyKeyAlreadyUsed)
+
+
+def test_a_key_stored_with_the_earlier_fingerprint_still_replays(world: World) -> None:
+    # Keys stored before fingerprints were versioned hold the digest of the sorted JSON of
+    # [operation, members] written by the standard library.
+    gov, principal = world.gov, world.a.principal
+    params = {"name": "Opérations", "idempotency_key": KEY}
+    first = gov.call("teams/create", params, principal=principal)
+    (stored,) = gov.store.query("idempotency_keys")
+    legacy = hashlib.sha256(json.dumps(
+        ["teams/create", {"name": "Opérations"}], sort_keys=True, separators=(",", ":"),
+        default=str,
+    ).encode()).hexdigest()
+    gov.store.put("idempotency_keys", {**stored, "fingerprint": legacy})
+    assert gov.call("teams/create", params, principal=principal) == first
+    error = fails(gov.call, "teams/create", {**params, "name": "Dev"}, principal=principal)
+    assert isinstance(error, IdempotencyKeyAlreadyUsed)
+
+
+def test_fingerprints_ignore_member_order_and_envelope_and_survive_odd_values() -> None:
+    same = fingerprint("op", {"b": 1, "a": {"y": [1, 2], "x": None}})
+    assert same == fingerprint("op", {"details": {"a": {"x": None, "y": [1, 2]}, "b": 1}})
+    assert same.startswith("2:") and same != fingerprint("other", {"b": 1, "a": {}})
+    for odd in ({1: "int key"}, {"text": "\ud800"}, {"n": float("nan")}, {"o": Decimal(1)}):
+        assert fingerprint("op", odd) == fingerprint("op", dict(odd))
 
 
 def test_a_replayed_token_create_withholds_the_secret(world: World) -> None:
