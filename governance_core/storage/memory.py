@@ -81,11 +81,19 @@ class MemoryStore:
 
     def put(self, table: str, record: Record) -> None:
         """Insert or replace the record."""
+        self.write_prepared(table, [self.prepare(table, record)])
+
+    def prepare(self, table: str, record: Record) -> tuple[str, str]:
+        """Check and encode a record for :meth:`write_prepared`: its id and its JSON."""
         column_values(table, record)
-        text = encode(record)
+        return record["id"], encode(record)
+
+    def write_prepared(self, table: str, prepared: Sequence[tuple[str, str]]) -> None:
+        """Write prepared records in order."""
         with self.transaction():
-            self._remember(table, record["id"])
-            self._tables[table][record["id"]] = text
+            for record_id, text in prepared:
+                self._remember(table, record_id)
+                self._tables[table][record_id] = text
 
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""

@@ -145,6 +145,11 @@ class PostgresStore:
             cursor = conn.execute(query, params)
             return cursor.fetchall() if fetch else []
 
+    def _execute_many(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
+        # psycopg sends the rows in one pipeline: one round trip, not one a row.
+        with self._borrow() as conn, conn.cursor() as cursor:
+            cursor.executemany(query, rows)
+
     # -- the port ------------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -182,12 +187,23 @@ class PostgresStore:
 
     def put(self, table: str, record: Record) -> None:
         """Insert or replace the record and its declared columns."""
+        self.write_prepared(table, [self.prepare(table, record)])
+
+    def prepare(self, table: str, record: Record) -> list[Any]:
+        """Check and encode a record for :meth:`write_prepared`: its column values and JSON."""
         checked = column_values(table, record)
         columns = self._statements[table].columns
         values = [_column(column, value) for column, value in zip(columns, checked, strict=True)]
         values.append(encode(record))
+        return values
+
+    def write_prepared(self, table: str, prepared: Sequence[list[Any]]) -> None:
+        """Write prepared records in order, many to one round trip."""
         with self._write():
-            self._execute(self._statements[table].put, values, fetch=False)
+            if len(prepared) == 1:
+                self._execute(self._statements[table].put, prepared[0], fetch=False)
+            else:
+                self._execute_many(self._statements[table].put, prepared)
 
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""

@@ -25,7 +25,16 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-__all__ = ["ChangeMarks", "Filter", "FilterOp", "NullsOrder", "Record", "SortKey", "Store"]
+__all__ = [
+    "ChangeMarks",
+    "Filter",
+    "FilterOp",
+    "NullsOrder",
+    "PreparedWrites",
+    "Record",
+    "SortKey",
+    "Store",
+]
 
 Record = dict[str, Any]
 FilterOp = Literal["eq", "ne", "lt", "le", "gt", "ge", "in"]
@@ -114,4 +123,27 @@ class ChangeMarks(Protocol):
         between: none was written through this store (by any thread, committed or not) and no
         other connection or process committed anything. A new mark promises nothing.
         """
+        ...
+
+
+@runtime_checkable
+class PreparedWrites(Protocol):
+    """An optional capability: checking and encoding a record apart from writing it.
+
+    The core's write-behind wrapper prepares each record as it is put (so a record the store
+    would refuse fails that put) and writes a transaction's records table by table as it
+    commits, many at a time. A store without it has each record checked by the shared
+    checks, copied, and written with :meth:`Store.put`.
+    """
+
+    def prepare(self, table: str, record: Record) -> Any:
+        """Check and encode ``record`` for ``table`` as :meth:`Store.put` would; ValueError alike.
+
+        What is returned is the store's own and immutable: a later change to ``record`` does
+        not change what :meth:`write_prepared` writes.
+        """
+        ...
+
+    def write_prepared(self, table: str, prepared: Sequence[Any]) -> None:
+        """Write records prepared for ``table``, in order, as as many puts would."""
         ...

@@ -254,14 +254,36 @@ class SQLiteStore:
         On the tables rewritten on every span, a replacement that leaves every indexed column
         as it was rewrites the row only, not its indexes (each is a page more a commit writes).
         """
+        self.write_prepared(table, [self.prepare(table, record)])
+
+    def prepare(self, table: str, record: Record) -> list[Any]:
+        """Check and encode a record for :meth:`write_prepared`: its column values and JSON."""
         values = column_values(table, record)
         values.append(encode(record))
+        return values
+
+    def write_prepared(self, table: str, prepared: Sequence[list[Any]]) -> None:
+        """Write prepared records in order, many to a statement (see :meth:`put`)."""
         upsert, otherwise = self._put_sql[table]
         self._written[table] = next(self._writes)
         with self._use() as link:
             conn, depth = link.conn, link.depth
-            if self._execute(conn, depth, upsert, values).rowcount == 0 and otherwise is not None:
-                self._execute(conn, depth, otherwise, values)
+            if depth == 0 and len(prepared) > 1:
+                # Several statements are one transaction, which waits for a busy database.
+                with self.transaction():
+                    self.write_prepared(table, prepared)
+                return
+            if len(prepared) == 1:
+                changed = self._execute(conn, depth, upsert, prepared[0]).rowcount
+            else:
+                changed = conn.executemany(upsert, prepared).rowcount
+            if changed < len(prepared) and otherwise is not None:
+                # Some replacement changed an indexed column: the full upsert, for every
+                # record (the others are rewritten as they are).
+                if len(prepared) == 1:
+                    self._execute(conn, depth, otherwise, prepared[0])
+                else:
+                    conn.executemany(otherwise, prepared)
 
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""

@@ -1,18 +1,24 @@
-"""A store that writes a hot record once per transaction, however often it is rewritten.
+"""A store that passes a transaction's writes on once, as the transaction commits.
 
-Every span write rewrites its run (the aggregates) and often its agent. In a bulk request of
-a hundred spans of one run, that is a hundred reads and a hundred rewrites of one row, each a
-JSON decode or encode and a statement. :class:`WriteBehindStore` wraps any store: inside a
-transaction it keeps the records of the tables it is given as last read or written, answers
-reads of them from memory, and writes each changed one once, just before the outermost
-transaction commits. Outside a transaction it passes everything through.
+Every span write inserts the span and its idempotency record and rewrites its run (the
+aggregates) and often its agent. A bulk request of a hundred spans is a hundred such writes,
+each in a savepoint of its own so that a failing item leaves those before it stored.
+:class:`WriteBehindStore` wraps any store: inside a transaction it keeps the records written
+to the tables it is given, checked and encoded as they are put, answers reads of them from
+memory, and passes them on once, table by table, just before the outermost transaction
+commits. A run rewritten by a hundred spans is written once; a savepoint that writes only
+kept records costs the inner store nothing, since the inner store's own savepoint is opened
+only when something is passed on to it inside one. Outside a transaction it passes
+everything through.
 
 What it keeps never changes what a caller sees:
 
-- a query, count or iteration of a kept table first writes that table's changed records, so
+- a record is checked and encoded when it is put, so a record the inner store would refuse
+  fails the put that gave it (and a change made to it afterwards is not written);
+- a query, count or iteration of a kept table first passes that table's kept records on, so
   the store's own filtering and sorting see them;
-- a nested transaction (a savepoint) that fails takes back what it kept, as the store takes
-  back what it wrote;
+- a nested transaction (a savepoint) that fails takes back what it kept, and the inner
+  store takes back whatever was passed on inside it;
 - every transaction's memory is its thread's own, and is forgotten when the outermost one
   ends: nothing is kept between transactions, so other processes' writes are always seen.
 
@@ -24,61 +30,119 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from governance_core.storage.protocol import Filter, Record, SortKey, Store
+from governance_core.storage._common import column_values, decode, encode
+from governance_core.storage.protocol import Filter, PreparedWrites, Record, SortKey, Store
+from governance_core.storage.schema import TABLES
 
-__all__ = ["HOT_TABLES", "WriteBehindStore"]
-
-HOT_TABLES = ("agent_instances", "agents")
-"""The tables a span write rewrites: the run's aggregates and the agent's last activity."""
+__all__ = ["WriteBehindStore"]
 
 _Key = tuple[str, str]
+_ABSENT: Any = object()
 
 
 class _Memory(threading.local):
-    """One thread's open transaction: its depth and the records it keeps."""
+    """One thread's open transaction: what it keeps, and how to take back each savepoint's."""
 
     def __init__(self) -> None:
         self.depth = 0
+        # Records as last read or written.
         self.records: dict[_Key, Record] = {}
-        self.changed: dict[_Key, None] = {}
+        # Records written and not yet passed on, prepared for the inner store, in write order.
+        self.pending: dict[_Key, Any] = {}
+        # Per open savepoint, innermost last: each key's record and pending write before it.
+        self.undo: list[dict[_Key, tuple[Any, Any]]] = []
+        # The inner store's nested transactions opened so far, one per savepoint, outermost
+        # first (the outermost transaction's own is not among them).
+        self.opened: list[AbstractContextManager[None]] = []
 
 
 class WriteBehindStore:
-    """Wraps ``inner``, keeping the records of ``tables`` within each transaction."""
+    """Wraps ``inner``, keeping the records of ``tables`` (default: all) within each transaction."""
 
-    def __init__(self, inner: Store, tables: Collection[str] = HOT_TABLES) -> None:
+    def __init__(self, inner: Store, tables: Collection[str] = tuple(TABLES)) -> None:
         self.inner = inner
         self._tables = frozenset(tables)
         self._memory = _Memory()
+        self._preparing: PreparedWrites | None = (
+            inner if isinstance(inner, PreparedWrites) else None
+        )
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """The inner store's transaction; the kept records are written before it commits."""
+        """The inner store's transaction; kept records are passed on before it commits.
+
+        A nested block opens the inner store's savepoint only once something is passed on
+        inside it.
+        """
         memory = self._memory
         if memory.depth == 0:
             with self.inner.transaction():
                 memory.depth = 1
                 try:
                     yield
-                    self._write_changed(memory, None)
+                    self._pass_on(memory, None)
                 finally:
                     memory.depth = 0
                     memory.records = {}
-                    memory.changed = {}
+                    memory.pending = {}
+                    memory.undo = []
+                    memory.opened = []
             return
-        records, changed = dict(memory.records), dict(memory.changed)
         memory.depth += 1
+        memory.undo.append({})
         try:
-            with self.inner.transaction():
-                yield
-        except BaseException:
-            memory.records, memory.changed = records, changed
+            yield
+        except BaseException as error:
+            self._take_back(memory)
+            self._close_savepoint(memory, error)
             raise
+        else:
+            taken = memory.undo.pop()
+            if len(memory.undo) > 0:
+                # The enclosing savepoint now answers for these keys, as they were before it.
+                outer = memory.undo[-1]
+                for key, before in taken.items():
+                    outer.setdefault(key, before)
+            self._close_savepoint(memory, None)
         finally:
             memory.depth -= 1
+
+    def _take_back(self, memory: _Memory) -> None:
+        for key, (record, pending) in memory.undo.pop().items():
+            if record is _ABSENT:
+                memory.records.pop(key, None)
+            else:
+                memory.records[key] = record
+            if pending is _ABSENT:
+                memory.pending.pop(key, None)
+            else:
+                memory.pending[key] = pending
+
+    def _close_savepoint(self, memory: _Memory, error: BaseException | None) -> None:
+        """End the inner savepoint of the block now ending, if one was opened for it."""
+        if len(memory.opened) == memory.depth - 1:
+            savepoint = memory.opened.pop()
+            if error is None:
+                savepoint.__exit__(None, None, None)
+            else:
+                savepoint.__exit__(type(error), error, error.__traceback__)
+
+    def _open_savepoints(self, memory: _Memory) -> None:
+        """Open the inner store's savepoints of every open block, before writing to it."""
+        while len(memory.opened) < memory.depth - 1:
+            savepoint = self.inner.transaction()
+            savepoint.__enter__()
+            memory.opened.append(savepoint)
+
+    def _note(self, memory: _Memory, key: _Key) -> None:
+        """Remember how ``key`` stood before the innermost savepoint first changed it."""
+        if memory.undo:
+            undo = memory.undo[-1]
+            if key not in undo:
+                undo[key] = (memory.records.get(key, _ABSENT), memory.pending.get(key, _ABSENT))
 
     def get(self, table: str, record_id: str) -> Record | None:
         """The kept record when there is one, else the inner store's (kept from then on)."""
@@ -94,24 +158,38 @@ class WriteBehindStore:
         return record
 
     def put(self, table: str, record: Record) -> None:
-        """Keep the record until the transaction commits (other tables: the inner store's put)."""
+        """Check and keep the record until the transaction commits (others: the inner put)."""
         memory = self._memory
-        record_id = record.get("id") if isinstance(record, dict) else None
-        if not memory.depth or table not in self._tables or not isinstance(record_id, str):
+        if not memory.depth or table not in self._tables:
+            if memory.depth:
+                self._open_savepoints(memory)
             self.inner.put(table, record)
             return
-        key = (table, record_id)
+        prepared = self._prepare(table, record)
+        key = (table, record["id"])
+        self._note(memory, key)
         memory.records[key] = record
-        memory.changed[key] = None
+        # A rewrite keeps its first place in the order writes are passed on.
+        memory.pending[key] = prepared
+
+    def _prepare(self, table: str, record: Record) -> Any:
+        if self._preparing is not None:
+            return self._preparing.prepare(table, record)
+        # Checked as every store checks, and copied: a later change to ``record`` is not kept.
+        column_values(table, record)
+        return decode(encode(record))
 
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record, kept or stored; whether it existed."""
         memory = self._memory
-        key = (table, record_id)
-        unwritten = key in memory.changed
-        memory.records.pop(key, None)
-        memory.changed.pop(key, None)
-        return self.inner.delete(table, record_id) or unwritten
+        if memory.depth:
+            self._open_savepoints(memory)
+            key = (table, record_id)
+            self._note(memory, key)
+            memory.records.pop(key, None)
+            unwritten = memory.pending.pop(key, None) is not None
+            return self.inner.delete(table, record_id) or unwritten
+        return self.inner.delete(table, record_id)
 
     def query(
         self,
@@ -121,18 +199,18 @@ class WriteBehindStore:
         offset: int = 0,
         limit: int | None = None,
     ) -> list[Record]:
-        """The inner store's query, after the table's kept changes are written."""
-        self._write_changed(self._memory, table)
+        """The inner store's query, after the table's kept records are passed on."""
+        self._pass_on(self._memory, table)
         return self.inner.query(table, filters, sort, offset, limit)
 
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
-        """The inner store's count, after the table's kept changes are written."""
-        self._write_changed(self._memory, table)
+        """The inner store's count, after the table's kept records are passed on."""
+        self._pass_on(self._memory, table)
         return self.inner.count(table, filters)
 
     def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
-        """The inner store's iteration, after the table's kept changes are written."""
-        self._write_changed(self._memory, table)
+        """The inner store's iteration, after the table's kept records are passed on."""
+        self._pass_on(self._memory, table)
         return self.inner.iterate(table, filters)
 
     def close(self) -> None:
@@ -143,10 +221,21 @@ class WriteBehindStore:
         # What is not the port (a file's path, a pool's size) is the inner store's.
         return getattr(self.inner, name)
 
-    def _write_changed(self, memory: _Memory, table: str | None) -> None:
-        """Write the kept changes (of ``table``, or all), in the order they were first made."""
-        if not memory.changed:
+    def _pass_on(self, memory: _Memory, table: str | None) -> None:
+        """Write the kept records (of ``table``, or all) to the inner store, table by table."""
+        if not memory.pending:
             return
-        for key in [key for key in memory.changed if table is None or key[0] == table]:
-            del memory.changed[key]
-            self.inner.put(key[0], memory.records[key])
+        keys = [key for key in memory.pending if table is None or key[0] == table]
+        if not keys:
+            return
+        self._open_savepoints(memory)
+        by_table: dict[str, list[Any]] = {}
+        for key in keys:
+            self._note(memory, key)
+            by_table.setdefault(key[0], []).append(memory.pending.pop(key))
+        for name, prepared in by_table.items():
+            if self._preparing is not None:
+                self._preparing.write_prepared(name, prepared)
+            else:
+                for record in prepared:
+                    self.inner.put(name, record)

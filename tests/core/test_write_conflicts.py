@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -84,10 +84,11 @@ class CollidingOnceStore(CollidingStore):
         self.armed = False
         self.collisions = 0
 
-    def put(self, table: str, record: dict[str, Any]) -> None:
-        super().put(table, record)
-        if table == "teams" and record.get("name") == "two" and not self.collisions:
-            self.armed = True
+    def write_prepared(self, table: str, prepared: Sequence[tuple[str, str]]) -> None:
+        # Every write ends here (a put, and the core's writes as a transaction commits).
+        super().write_prepared(table, prepared)
+        if table == "teams" and any('"name":"two"' in text for _, text in prepared):
+            self.armed = self.armed or not self.collisions
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -120,12 +121,13 @@ class ConflictingPutStore(MemoryStore):
         super().__init__()
         self.team_puts = 0
 
-    def put(self, table: str, record: dict[str, Any]) -> None:
+    def write_prepared(self, table: str, prepared: Sequence[tuple[str, str]]) -> None:
+        # Every write ends here (a put, and the core's writes as a transaction commits).
         if table == "teams":
-            self.team_puts += 1
+            self.team_puts += len(prepared)
             if self.team_puts == 1:
                 raise WriteConflict()
-        super().put(table, record)
+        super().write_prepared(table, prepared)
 
 
 def test_a_call_inside_a_governance_transaction_is_not_run_again_alone() -> None:

@@ -1,8 +1,8 @@
 """The memory adapter and each other adapter, driven by the same random steps, agree after each.
 
 The pattern of the Hypothesis docs' DatabaseComparison: MemoryStore is the model, SQLiteStore
-(and PostgresStore, given a server) the system under test; every answer and every failure must
-be the same.
+(and PostgresStore, given a server, and the write-behind store the core works through) the
+system under test; every answer and every failure must be the same.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from governance_core.storage import Filter, MemoryStore, Record, SortKey, SQLiteStore, Store
 from governance_core.storage.protocol import FilterOp
+from governance_core.storage.write_behind import WriteBehindStore
 from tests.stores import server_url, shared_slots
 
 TEXT = st.none() | st.text(st.sampled_from(["a", "b", "B", "é", "😀", "\x00"]), max_size=3)
@@ -181,6 +182,72 @@ class StoresAgree(RuleBasedStateMachine):
 
         self.both(run)
 
+    @rule(
+        before=st.lists(writes(), max_size=3),
+        inner=st.lists(writes(), min_size=1, max_size=4),
+        inner_query=st.none() | queries(),
+        inner_ends=st.sampled_from(["commits", "fails", "refused"]),
+        refused=mistyped(),
+        middle_fails=st.booleans(),
+        reads=st.lists(st.tuples(TABLES, IDS), max_size=3),
+        after=st.lists(writes(), max_size=3),
+        fail=st.booleans(),
+        query=queries(),
+    )
+    def nested_transaction(
+        self,
+        before: list[tuple[str, str, Any]],
+        inner: list[tuple[str, str, Any]],
+        inner_query: dict[str, Any] | None,
+        inner_ends: str,
+        refused: tuple[str, Record],
+        middle_fails: bool,
+        reads: list[tuple[str, str]],
+        after: list[tuple[str, str, Any]],
+        fail: bool,
+        query: dict[str, Any],
+    ) -> None:
+        """Two nested savepoints in a transaction, each committing or failing.
+
+        The inner one may hold a record the store refuses; reads inside see each outcome.
+        """
+
+        def run(store: Store) -> list[Any]:
+            answers: list[Any] = []
+            with store.transaction():
+                for verb, table, argument in before:
+                    answers.append(getattr(store, verb)(table, argument))
+                try:
+                    with store.transaction():
+                        try:
+                            with store.transaction():
+                                for verb, table, argument in inner:
+                                    answers.append(getattr(store, verb)(table, argument))
+                                if inner_query is not None:
+                                    answers.append(store.query(**inner_query))
+                                if inner_ends == "fails":
+                                    raise _Fail()
+                                if inner_ends == "refused":
+                                    store.put(*refused)
+                        except (_Fail, ValueError) as error:
+                            answers.append(type(error).__name__)
+                        for table, record_id in reads:
+                            answers.append(store.get(table, record_id))
+                        if middle_fails:
+                            raise _Fail()
+                except _Fail:
+                    answers.append("middle failed")
+                for table, record_id in reads:
+                    answers.append(store.get(table, record_id))
+                for verb, table, argument in after:
+                    answers.append(getattr(store, verb)(table, argument))
+                answers.append(store.query(**query))
+                if fail:
+                    raise _Fail()
+            return answers
+
+        self.both(run)
+
     @invariant()
     def same_contents(self) -> None:
         for table in FIELDS:
@@ -193,6 +260,17 @@ class StoresAgree(RuleBasedStateMachine):
 
 StoresAgree.TestCase.settings = settings(max_examples=50, stateful_step_count=30, deadline=None)
 TestStoresAgree = StoresAgree.TestCase
+
+
+class WriteBehindStoresAgree(StoresAgree):
+    """The store operations work through, over SQLite: it keeps every table's writes."""
+
+    def make_real(self) -> Store:
+        return WriteBehindStore(SQLiteStore(":memory:"))
+
+
+WriteBehindStoresAgree.TestCase.settings = StoresAgree.TestCase.settings
+TestWriteBehindStoresAgree = WriteBehindStoresAgree.TestCase
 
 
 class PostgresStoresAgree(StoresAgree):

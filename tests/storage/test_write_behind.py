@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from governance_core.storage.write_behind import WriteBehindStore
 
 
 class CountingStore(SQLiteStore):
-    """An in-memory SQLite store that counts its gets and puts."""
+    """An in-memory SQLite store that counts its gets and the records it writes."""
 
     def __init__(self) -> None:
         super().__init__(":memory:")
@@ -24,9 +25,10 @@ class CountingStore(SQLiteStore):
         self.gets += 1
         return super().get(table, record_id)
 
-    def put(self, table: str, record: dict[str, object]) -> None:
-        self.puts += 1
-        super().put(table, record)
+    def write_prepared(self, table: str, prepared: Sequence[list[Any]]) -> None:
+        # Every write ends here: a put, and the write-behind store's writes at commit.
+        self.puts += len(prepared)
+        super().write_prepared(table, prepared)
 
 
 @pytest.fixture
