@@ -2,8 +2,9 @@
 
 A schema version is never changed once stored, so it is read once, and each of its span types
 is prepared once (its payload checks). A risk profile can change in any process at any time, so
-its record is read by every operation that needs it. Nothing about tokens or accounts is kept: a
-suspended or revoked token, or a deleted account's, stops working at once in every process.
+its record is read by every operation that needs it; only the parsing of its ruleset is kept,
+keyed by the ruleset's JSON text (a changed ruleset is a new key). Nothing about tokens or
+accounts is kept here (see ``Governance.authenticate``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from governance_core.storage.protocol import Record, Store
 
 if TYPE_CHECKING:
     from governance_core.domain.runs import SpanType
+    from governance_core.rules.risk import Ruleset
 
 __all__ = ["BoundedCache", "Caches"]
 
@@ -53,6 +55,8 @@ class Caches:
         self._schema_versions: BoundedCache[str, Record] = BoundedCache()
         # By schema version id and span type name: a span type's prepared payload checks.
         self.span_types: BoundedCache[tuple[str, str], SpanType] = BoundedCache()
+        # By the JSON text of a stored ruleset: the ruleset, parsed.
+        self.rulesets: BoundedCache[str, Ruleset] = BoundedCache()
 
     def schema_version(self, store: Store, schema_version_id: str) -> Record | None:
         """The stored schema version ``schema_version_id`` (read once; it never changes)."""

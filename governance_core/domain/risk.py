@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from governance_core import jsontext
 from governance_core.context import Context
 from governance_core.converter import from_record, json_ready
 from governance_core.domain.alerts import raise_alert
@@ -67,13 +68,23 @@ def ruleset_for(ctx: Context, risk_profile_id: str | None) -> Ruleset:
     if risk_profile_id is not None:
         record = ctx.store.get("risk_profiles", risk_profile_id)
         if record is not None and record["account_id"] == ctx.account_id:
-            return profile_ruleset(from_record(RiskProfile, record))
+            return _stored_ruleset(ctx, record)
     defaults = ctx.store.query(
         "risk_profiles", [tenant_filter(ctx.account_id), Filter("is_default", "eq", True)]
     )
     if not defaults:
         return DEFAULT_RULESET
-    return profile_ruleset(from_record(RiskProfile, defaults[0]))
+    return _stored_ruleset(ctx, defaults[0])
+
+
+def _stored_ruleset(ctx: Context, record: Record) -> Ruleset:
+    """The ruleset of a stored profile, parsed once per ruleset (keyed by its JSON text)."""
+    ruleset = ctx.caches.rulesets.get(
+        jsontext.dumps(record["ruleset"]),
+        lambda: profile_ruleset(from_record(RiskProfile, record)),
+    )
+    assert ruleset is not None
+    return ruleset
 
 
 class Rulesets:
