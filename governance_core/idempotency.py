@@ -20,8 +20,17 @@ from governance_core.context import Context
 from governance_core.credentials import ShownOnce, withhold_secrets
 from governance_core.errors import FieldErrors, IdempotencyKeyAlreadyUsed
 from governance_core.fields import flatten_params
+from governance_core.storage.protocol import ReadAhead
 
-__all__ = ["KEY_MAX", "KEY_MIN", "IdempotentRequest", "fingerprint", "resolve_key"]
+__all__ = [
+    "KEY_MAX",
+    "KEY_MIN",
+    "IdempotentRequest",
+    "fingerprint",
+    "read_ahead",
+    "record_id",
+    "resolve_key",
+]
 
 KEY_MIN, KEY_MAX = 8, 128
 FIELD = "idempotency_key"
@@ -93,6 +102,21 @@ def _legacy_fingerprint(operation: str, params: Mapping[str, Any] | None) -> str
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def record_id(account_id: str, operation: str, key: str) -> str:
+    """The id of the stored record of ``key`` (its scope is the account and the operation)."""
+    return hashlib.sha256(f"{account_id}\x00{operation}\x00{key}".encode()).hexdigest()
+
+
+def read_ahead(ctx: Context, keys: Iterable[tuple[str, str]]) -> None:
+    """Read the stored records of several (operation, key) pairs at once, when the store can.
+
+    A bulk request does, so that each item's look-up is answered without a query of its own.
+    """
+    if isinstance(ctx.store, ReadAhead):
+        ids = [record_id(ctx.account_id, operation, key) for operation, key in keys]
+        ctx.store.read_ahead("idempotency_keys", ids)
+
+
 class IdempotentRequest:
     """A write sent with an idempotency key: its stored record's id and its fingerprint."""
 
@@ -103,8 +127,7 @@ class IdempotentRequest:
     ) -> None:
         self.operation = operation
         self.key = key
-        scope = f"{account_id}\x00{operation}\x00{key}"
-        self.record_id = hashlib.sha256(scope.encode()).hexdigest()
+        self.record_id = record_id(account_id, operation, key)
         self.digest = fingerprint(operation, params)
         self._params = params
 

@@ -8,6 +8,7 @@ from governance_core.bulk import BULK, check_items
 from governance_core.context import Context
 from governance_core.errors import GovernanceError, WriteConflict
 from governance_core.fields import Fields
+from governance_core.idempotency import read_ahead
 from governance_core.registry import ANY_SCOPE, operation
 
 __all__ = ["run_bulk"]
@@ -22,7 +23,9 @@ def run_bulk(ctx: Context, fields: Fields) -> dict[str, Any]:
     key, so re-sending a request replays the items already done and runs the rest.
     """
     outputs: dict[str, Any] = {}
-    for item in check_items(fields.data, ctx.registry):
+    items = check_items(fields.data, ctx.registry)
+    read_ahead(ctx, [(item["_type"], item["idempotency_key"]) for item in items])
+    for item in items:
         key = item["idempotency_key"]
         params = {name: value for name, value in item.items() if name != "_type"}
         try:

@@ -31,6 +31,7 @@ __all__ = [
     "FilterOp",
     "NullsOrder",
     "PreparedWrites",
+    "ReadAhead",
     "Record",
     "SortKey",
     "Store",
@@ -146,4 +147,18 @@ class PreparedWrites(Protocol):
 
     def write_prepared(self, table: str, prepared: Sequence[Any]) -> None:
         """Write records prepared for ``table``, in order, as as many puts would."""
+        ...
+
+
+@runtime_checkable
+class ReadAhead(Protocol):
+    """An optional capability: reading many records by id at once, for later gets.
+
+    The core's write-behind wrapper offers it within a transaction: a bulk request reads the
+    idempotency records of all its items in one query, and each item's look-up is answered
+    from what was read (found or not).
+    """
+
+    def read_ahead(self, table: str, record_ids: Collection[str]) -> None:
+        """Read the records of ``table`` with ``record_ids``; later gets of them read nothing."""
         ...

@@ -57,6 +57,9 @@ class _Memory(threading.local):
         # The inner store's nested transactions opened so far, one per savepoint, outermost
         # first (the outermost transaction's own is not among them).
         self.opened: list[AbstractContextManager[None]] = []
+        # Records read ahead and not found: the inner store had none when the transaction
+        # read them, and nothing but this transaction writes to it until it commits.
+        self.absent: set[_Key] = set()
 
 
 class WriteBehindStore:
@@ -90,6 +93,7 @@ class WriteBehindStore:
                     memory.pending = {}
                     memory.undo = []
                     memory.opened = []
+                    memory.absent = set()
             return
         memory.depth += 1
         memory.undo.append({})
@@ -151,11 +155,32 @@ class WriteBehindStore:
             return self.inner.get(table, record_id)
         key = (table, record_id)
         record = memory.records.get(key)
-        if record is None:
+        if record is None and key not in memory.absent:
             record = self.inner.get(table, record_id)
             if record is not None:
                 memory.records[key] = record
         return record
+
+    def read_ahead(self, table: str, record_ids: Collection[str]) -> None:
+        """Read the records of a kept table with ``record_ids`` in one query, for later gets.
+
+        Within a transaction only: the gets of those ids are then answered from memory, found
+        or not (until the transaction ends, nothing but it writes to the inner store).
+        """
+        memory = self._memory
+        if not memory.depth or table not in self._tables or not record_ids:
+            return
+        self._pass_on(memory, table)
+        wanted = [Filter("id", "in", list(record_ids))]
+        found = {record["id"]: record for record in self.inner.query(table, wanted)}
+        for record_id in record_ids:
+            key = (table, record_id)
+            if key in memory.records:
+                continue
+            if record_id in found:
+                memory.records[key] = found[record_id]
+            else:
+                memory.absent.add(key)
 
     def put(self, table: str, record: Record) -> None:
         """Check and keep the record until the transaction commits (others: the inner put)."""
@@ -187,6 +212,8 @@ class WriteBehindStore:
             key = (table, record_id)
             self._note(memory, key)
             memory.records.pop(key, None)
+            # Whatever was read ahead of it: the inner store is asked from now on.
+            memory.absent.discard(key)
             unwritten = memory.pending.pop(key, None) is not None
             return self.inner.delete(table, record_id) or unwritten
         return self.inner.delete(table, record_id)

@@ -99,6 +99,8 @@ def test_a_bulk_request_commits_once_and_writes_its_items_together() -> None:
     assert seen.count("SAVEPOINT") == seen.count("RELEASE") == 0
     per_item = (len(seen) - 2) / 3
     assert per_item <= 10, seen
+    # The items' idempotency records are looked up together, before the first item runs.
+    assert seen.count("SELECT idempotency_keys") == 1
     # Everything the items wrote is written together, after every read.
     writes = [index for index, statement in enumerate(seen) if statement.startswith("INSERT")]
     reads = [index for index, statement in enumerate(seen) if statement.startswith("SELECT")]

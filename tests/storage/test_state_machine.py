@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from governance_core.storage import Filter, MemoryStore, Record, SortKey, SQLiteStore, Store
-from governance_core.storage.protocol import FilterOp
+from governance_core.storage.protocol import FilterOp, ReadAhead
 from governance_core.storage.write_behind import WriteBehindStore
 from tests.stores import server_url, shared_slots
 
@@ -183,6 +183,7 @@ class StoresAgree(RuleBasedStateMachine):
         self.both(run)
 
     @rule(
+        ahead=st.lists(st.tuples(TABLES, IDS), max_size=4),
         before=st.lists(writes(), max_size=3),
         inner=st.lists(writes(), min_size=1, max_size=4),
         inner_query=st.none() | queries(),
@@ -196,6 +197,7 @@ class StoresAgree(RuleBasedStateMachine):
     )
     def nested_transaction(
         self,
+        ahead: list[tuple[str, str]],
         before: list[tuple[str, str, Any]],
         inner: list[tuple[str, str, Any]],
         inner_query: dict[str, Any] | None,
@@ -210,11 +212,15 @@ class StoresAgree(RuleBasedStateMachine):
         """Two nested savepoints in a transaction, each committing or failing.
 
         The inner one may hold a record the store refuses; reads inside see each outcome.
+        A store that reads ahead (the write-behind store) first reads some records ahead.
         """
 
         def run(store: Store) -> list[Any]:
             answers: list[Any] = []
             with store.transaction():
+                if isinstance(store, ReadAhead):
+                    for table in FIELDS:
+                        store.read_ahead(table, [i for t, i in ahead if t == table])
                 for verb, table, argument in before:
                     answers.append(getattr(store, verb)(table, argument))
                 try:
