@@ -14,7 +14,9 @@ everything through.
 What it keeps never changes what a caller sees:
 
 - a record is checked and encoded when it is put, so a record the inner store would refuse
-  fails the put that gave it (and a change made to it afterwards is not written);
+  fails the put that gave it (and a change made to it afterwards is not written); a rewrite
+  of a record the transaction has written before has its declared fields checked when it is
+  put and its JSON encoded (once) when it is passed on;
 - a query, count or iteration of a kept table first passes that table's kept records on, so
   the store's own filtering and sorting see them;
 - a nested transaction (a savepoint) that fails takes back what it kept, and the inner
@@ -41,6 +43,15 @@ __all__ = ["WriteBehindStore"]
 
 _Key = tuple[str, str]
 _ABSENT: Any = object()
+
+
+class _Rewrite:
+    """A rewrite of a record the transaction has written before: prepared when passed on."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
 
 
 class _Memory(threading.local):
@@ -190,8 +201,14 @@ class WriteBehindStore:
                 self._open_savepoints(memory)
             self.inner.put(table, record)
             return
-        prepared = self._prepare(table, record)
         key = (table, record["id"])
+        if key in memory.pending:
+            # A run is rewritten by every span of a bulk request: its declared fields are
+            # checked now, its JSON once, when it is passed on.
+            column_values(table, record)
+            prepared: Any = _Rewrite(record)
+        else:
+            prepared = self._prepare(table, record)
         self._note(memory, key)
         memory.records[key] = record
         # A rewrite keeps its first place in the order writes are passed on.
@@ -259,7 +276,10 @@ class WriteBehindStore:
         by_table: dict[str, list[Any]] = {}
         for key in keys:
             self._note(memory, key)
-            by_table.setdefault(key[0], []).append(memory.pending.pop(key))
+            prepared = memory.pending.pop(key)
+            if type(prepared) is _Rewrite:
+                prepared = self._prepare(key[0], prepared.record)
+            by_table.setdefault(key[0], []).append(prepared)
         for name, prepared in by_table.items():
             if self._preparing is not None:
                 self._preparing.write_prepared(name, prepared)
