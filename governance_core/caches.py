@@ -1,16 +1,18 @@
 """What one process may keep of the store between operations: only what never changes.
 
 A schema version is never changed once stored, so it is read once, and each of its span types
-is prepared once (its payload checks). A risk profile can change in any process at any time, so
-its record is read by every operation that needs it; only the parsing of its ruleset is kept,
-keyed by the ruleset's JSON text (a changed ruleset is a new key). Nothing about tokens or
-accounts is kept here (see ``Governance.authenticate``).
+is prepared once (its payload checks, and its score under each ruleset). A risk profile can
+change in any process at any time, so its record is read by every operation that needs it;
+only the parsing of its ruleset is kept, keyed by the ruleset's JSON text (a changed ruleset
+is a new key). Nothing about tokens or accounts is kept here (see
+``Governance.authenticate``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from decimal import Decimal
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from governance_core.storage.protocol import Record, Store
@@ -57,6 +59,11 @@ class Caches:
         self.span_types: BoundedCache[tuple[str, str], SpanType] = BoundedCache()
         # By the JSON text of a stored ruleset: the ruleset, parsed.
         self.rulesets: BoundedCache[str, Ruleset] = BoundedCache()
+        # By schema version id and a kept ruleset's identity: that ruleset (so its identity
+        # stays its own while it is kept) and each span type's score under it.
+        self.type_scores: BoundedCache[
+            tuple[str | None, int], tuple[Ruleset, dict[str, Decimal]]
+        ] = BoundedCache()
 
     def schema_version(self, store: Store, schema_version_id: str) -> Record | None:
         """The stored schema version ``schema_version_id`` (read once; it never changes)."""

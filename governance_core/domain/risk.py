@@ -44,6 +44,7 @@ __all__ = [
     "profile_ruleset",
     "raise_if_critical",
     "ruleset_for",
+    "run_total_score",
     "span_risk_fields",
     "span_type_data_risks",
 ]
@@ -129,6 +130,36 @@ def instance_risk_score(
     return score_run(counts, span_type_data_risks(schema_version), ruleset)
 
 
+def run_total_score(
+    ctx: Context, instance: Record, schema_version: Record | None, ruleset: Ruleset
+) -> Decimal:
+    """Return the ``total_score`` of the instance's ``risk_score``, and nothing else of it.
+
+    Each span type's score under ``ruleset`` is computed once per schema version and
+    ruleset (both are kept by the caches), so a span write that checks for the critical
+    alert adds up a handful of products.
+    """
+    version_id = (schema_version or {}).get("id")
+    kept = ctx.caches.type_scores.get(
+        (version_id, id(ruleset)), lambda: (ruleset, _type_scores(schema_version, ruleset))
+    )
+    # The kept entry holds its ruleset, so no other ruleset can have its id while it is kept.
+    scores = kept[1] if kept is not None and kept[0] is ruleset else _type_scores(
+        schema_version, ruleset
+    )
+    counts: Mapping[str, int] = instance.get("span_schema_counts") or {}
+    return sum(
+        (scores.get(name, _ZERO) * count for name, count in counts.items() if count > 0), _ZERO
+    )
+
+
+def _type_scores(schema_version: Record | None, ruleset: Ruleset) -> dict[str, Decimal]:
+    return {
+        name: type_score(data_risk, ruleset)
+        for name, data_risk in span_type_data_risks(schema_version).items()
+    }
+
+
 def span_risk_fields(span_type: Mapping[str, Any] | None, ruleset: Ruleset) -> dict[str, Any]:
     """Return a span's ``risk_score`` (its type's score for one invocation) and ``risk_level``.
 
@@ -143,6 +174,8 @@ def span_risk_fields(span_type: Mapping[str, Any] | None, ruleset: Ruleset) -> d
     level = risk_level(score, ruleset) if is_assessable(data_risk) else None
     return {"risk_score": score, "risk_level": level}
 
+
+_ZERO = Decimal(0)
 
 RISK_CRITICAL = "risk_critical"
 """The name of the alert raised when a run's risk level reaches critical."""
@@ -170,6 +203,9 @@ def raise_if_critical(
     if span_type is None or not is_assessable(span_type.get("data_risk")):
         return instance
     ruleset = Rulesets(ctx).for_agent(instance["agent_id"], agent)
+    # The span's type declares something and ran, so the run's level is its total's.
+    if run_total_score(ctx, instance, schema_version, ruleset) < ruleset.critical_threshold:
+        return instance
     score = instance_risk_score(instance, schema_version, ruleset)
     if score is None or score["risk_level"] != "critical":
         return instance
