@@ -7,7 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from governance_core.clock import SystemClock
+from governance_core.context import Config, Context
+from governance_core.domain.risk import run_total_score
 from governance_core.errors import InvalidValue, RequiredValue, ValidationErrors
+from governance_core.ids import IdFactory
+from governance_core.registry import Registry
 from governance_core.rules.risk import (
     ACTION_VALUES,
     ACTIONS,
@@ -24,6 +29,7 @@ from governance_core.rules.risk import (
     score_run,
     type_score,
 )
+from governance_core.storage import MemoryStore
 
 PII_READ = {
     "action_profile": {"read_data": "allowed"},
@@ -407,3 +413,22 @@ def test_a_type_declaring_only_unknown_changes_nothing(
     only_silent = score_run({"silent": extra}, silent, ruleset)
     assert only_silent["any_assessable"] is False
     assert only_silent["risk_level"] is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(risks=RISK_MAPS, spans=st.lists(SPANS, min_size=1, max_size=3), ruleset=rulesets())
+def test_the_kept_type_scores_add_up_to_the_full_score(
+    risks: dict[str, Any], spans: list[list[str]], ruleset: Ruleset
+) -> None:
+    # The critical check adds up span type scores kept per schema version and ruleset; the
+    # same caches serve a run as its counts grow.
+    ctx = Context(MemoryStore(), IdFactory(), Config(), None, None, SystemClock, Registry([]))
+    version = {"id": "v1", "span_type_schemas": {
+        name: {"data_risk": data_risk} for name, data_risk in risks.items()
+    }}
+    ran: list[str] = []
+    for batch in spans:
+        ran += batch
+        instance = {"span_schema_counts": counts_of(ran)}
+        expected = score_run(counts_of(ran), risks, ruleset)["total_score"]
+        assert run_total_score(ctx, instance, version, ruleset) == expected
