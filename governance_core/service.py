@@ -97,6 +97,8 @@ class Governance:
         self._writing = threading.local()
         # Token hash -> (the store's change mark, the token record, its account's partition).
         self._tokens: dict[str, tuple[Hashable, Record, int]] = {}
+        # Asked once: an isinstance check of a runtime protocol inspects the class each time.
+        self._marks = store if isinstance(store, ChangeMarks) else None
 
     @classmethod
     def open(
@@ -191,10 +193,8 @@ class Governance:
         they were last read (:class:`~governance_core.storage.protocol.ChangeMarks`): a
         suspended or revoked token stops working at once in every process.
         """
-        mark = (
-            self.store.change_mark(_AUTHENTICATION_TABLES)
-            if isinstance(self.store, ChangeMarks) else None
-        )
+        marks = self._marks
+        mark = None if marks is None else marks.change_mark(_AUTHENTICATION_TABLES)
         kept = self._tokens.get(token_hash)
         if mark is not None and kept is not None and kept[0] == mark:
             return kept[1], kept[2]
