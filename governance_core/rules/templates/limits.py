@@ -9,9 +9,9 @@ an exhausted budget raises :class:`BudgetExceeded`, which fails the render. Outp
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from contextvars import ContextVar
+from contextvars import Token as ContextToken
 from io import StringIO
 from typing import Final
 
@@ -82,14 +82,20 @@ class _Budget:
 _BUDGET: ContextVar[_Budget | None] = ContextVar("governance_template_budget", default=None)
 
 
-@contextmanager
-def metered() -> Iterator[None]:
-    """Give the render run inside the block a fresh :data:`OPERATION_BUDGET`."""
-    token = _BUDGET.set(_Budget(OPERATION_BUDGET))
-    try:
-        yield
-    finally:
-        _BUDGET.reset(token)
+class metered:
+    """Give the render run inside the block a fresh :data:`OPERATION_BUDGET`.
+
+    A class rather than a generator-based context manager: it is entered on every render.
+    """
+
+    __slots__ = ("_token",)
+    _token: ContextToken[_Budget | None]
+
+    def __enter__(self) -> None:
+        self._token = _BUDGET.set(_Budget(OPERATION_BUDGET))
+
+    def __exit__(self, kind: object, error: object, tb: object) -> None:
+        _BUDGET.reset(self._token)
 
 
 def spend(units: int) -> None:

@@ -49,6 +49,9 @@ _UNITS_PER_ITERATION: Final = 4
 
 def _display(value: object) -> str:
     """Liquid's rendering of a value, except objects and arrays, which render as JSON."""
+    if type(value) is str:
+        # The usual case, and Liquid's rendering of a string is the string.
+        return value
     if not isinstance(value, Undefined) and isinstance(value, (Mapping, list, tuple)):
         charge_deep(value)
         return json.dumps(value, ensure_ascii=False, default=str)
