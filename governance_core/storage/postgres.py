@@ -363,6 +363,7 @@ def _order(key: SortKey) -> str:
 
 
 # -- the schema ------------------------------------------------------------------------------
+_NAME_LENGTH = 63
 def _migrate(conn: psycopg.Connection[Any]) -> None:
     """Create missing tables, columns (backfilled from ``data``) and indexes, once.
 
@@ -433,8 +434,12 @@ def _migrate_table(
             )
         if missing:
             _backfill(conn, table, missing)
-    for index in [(c.name,) for c in table.columns] + list(table.indexes):
-        index_name = "__".join((table.name, *index))
+    wanted = {_index_name(table.name, index): index for index in table.wanted_indexes()}
+    for index_name in sorted(indexes):
+        # Only indexes this adapter made (named <table>__<fields>) are dropped.
+        if index_name.startswith(f"{table.name}__") and index_name not in wanted:
+            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index_name)))
+    for index_name, index in wanted.items():
         if index_name not in indexes:
             conn.execute(
                 sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
@@ -445,6 +450,11 @@ def _migrate_table(
                     ),
                 )
             )
+
+
+def _index_name(table: str, fields: tuple[str, ...]) -> str:
+    # PostgreSQL keeps the first 63 bytes of a name (every name here is ASCII).
+    return "__".join((table, *fields))[:_NAME_LENGTH]
 
 
 def _backfill(conn: psycopg.Connection[Any], table: Table, columns: list[Column]) -> None:
