@@ -38,9 +38,11 @@ def flatten_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     """Path, query and body members as one mapping; a ``details`` object's members win."""
     flat = dict(params or {})
     details = flat.pop("details", None)
-    if isinstance(details, Mapping):
+    if details is None:
+        return flat
+    if type(details) is dict or isinstance(details, Mapping):
         flat.update(details)
-    elif details is not None:
+    else:
         flat["details"] = details
     return flat
 

@@ -58,7 +58,10 @@ def resolve_key(params: Mapping[str, Any] | None, extra: Iterable[str | None] = 
     found: list[Any] = []
     params = params or {}
     details = params.get("details")
-    for source in (params, details if isinstance(details, Mapping) else {}):
+    inner: Mapping[str, Any] = (
+        details if type(details) is dict or isinstance(details, Mapping) else {}
+    )
+    for source in (params, inner):
         if source.get(FIELD) is not None:
             found.append(source[FIELD])
     found.extend(value for value in extra if value is not None)
@@ -171,9 +174,9 @@ def _without_secrets(response: dict[str, Any]) -> dict[str, Any]:
     looked at, and nothing is copied when there is none (the common case).
     """
     for value in response.values():
-        if isinstance(value, ShownOnce) or (
-            isinstance(value, dict)
-            and any(isinstance(member, ShownOnce) for member in value.values())
+        # By exact type, in C: ShownOnce has no subclasses.
+        if type(value) is ShownOnce or (
+            type(value) is dict and ShownOnce in map(type, value.values())
         ):
             withheld: dict[str, Any] = withhold_secrets(response)
             return withheld

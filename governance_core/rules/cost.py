@@ -182,7 +182,9 @@ def _count(value: object) -> int | None:
 
 
 def _name(payload: object, paths: tuple[str, ...]) -> str | None:
-    if isinstance(payload, Mapping) and payload.keys().isdisjoint(_first_keys_of(paths)):
+    if (type(payload) is dict or isinstance(payload, Mapping)) and payload.keys().isdisjoint(
+        _first_keys_of(paths)
+    ):
         return None
     for dotted in paths:
         value = _path(payload, dotted)

@@ -34,6 +34,11 @@ _DECLARED: dict[str, dict[str, Column]] = {
     name: {"id": _ID, **{column.name: column for column in table.columns}}
     for name, table in TABLES.items()
 }
+# Each table's declared fields, in order: name, whether it holds text, and the column.
+_TYPED: dict[str, tuple[tuple[str, bool, Column], ...]] = {
+    name: tuple((column.name, column.type == "text", column) for column in columns.values())
+    for name, columns in _DECLARED.items()
+}
 # A signed 64-bit integer is what SQL databases index; a double holds integers exactly to 2**53.
 _INTEGER_RANGE = range(-(2**63), 2**63)
 _EXACT_REAL = 2**53
@@ -86,18 +91,17 @@ def column_values(table: str, record: Record) -> list[Any]:
     """
     if not isinstance(record, dict):
         raise ValueError(f"a record is a dict, not {type(record).__name__}")
-    columns = _columns(table)
+    try:
+        columns = _TYPED[table]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown table {table!r}") from None
     if not isinstance(record.get("id"), str):
         raise ValueError("a record needs a string id")
-    values = []
-    for column in columns.values():
-        value = record.get(column.name)
+    values = [record.get(name) for name, _, _ in columns]
+    for value, (_, is_text, column) in zip(values, columns, strict=True):
         # Inline for the common case (runs on every column of every write): an ASCII text.
-        if value is not None and not (
-            column.type == "text" and type(value) is str and value.isascii()
-        ):
+        if value is not None and not (is_text and type(value) is str and value.isascii()):
             _check_value(table, column, value)
-        values.append(value)
     return values
 
 
