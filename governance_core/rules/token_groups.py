@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from governance_core.rules.cost import TokenGroup, Usage, extract_usage
+from governance_core.rules.cost import UNKNOWN_MODEL, TokenGroup, Usage, extract_usage
 from governance_core.storage.protocol import Record
 
 __all__ = ["apply_usage", "span_usage", "stored_token_groups", "token_groups"]
 
 _COUNTS = ("input", "output", "cache_read", "spans")
+_NO_COUNTS = dict.fromkeys(_COUNTS, 0)
 
 
 def span_usage(span: Record | None) -> Usage | None:
@@ -44,20 +45,19 @@ def apply_usage(
     name then provider (no provider first); a group whose ``spans`` reaches 0 is dropped.
     """
     merged: dict[tuple[str, str | None], dict[str, Any]] = {
-        _key(group): {**dict.fromkeys(_COUNTS, 0), **group} for group in groups
+        _key(group): {**_NO_COUNTS, **group} for group in groups
     }
     for usage, sign in ((removed, -1), (added, 1)):
         if usage is None:
             continue
-        group = usage.token_group()
-        entry = merged.setdefault(
-            (group.model_name, group.provider),
-            {"model_name": group.model_name, "provider": group.provider,
-             **dict.fromkeys(_COUNTS, 0)},
-        )
-        entry["input"] += sign * group.input
-        entry["output"] += sign * group.output
-        entry["cache_read"] += sign * group.cache_read
+        model_name = usage.model or UNKNOWN_MODEL
+        entry = merged.get((model_name, usage.provider))
+        if entry is None:
+            entry = {"model_name": model_name, "provider": usage.provider, **_NO_COUNTS}
+            merged[(model_name, usage.provider)] = entry
+        entry["input"] += sign * usage.input
+        entry["output"] += sign * usage.output
+        entry["cache_read"] += sign * usage.cache_read
         entry["spans"] += sign
     return [merged[key] for key in sorted(merged, key=_sort_key) if merged[key]["spans"] > 0]
 
