@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import falcon
 
+from governance_core import jsontext
 from governance_core.errors import BadRequest, FieldErrors
 from governance_core.fields import BODY
 from governance_core.service import Governance
@@ -101,5 +101,5 @@ class OperationResource:
         )
         # Written here, not by falcon after the responder, so that an answer that cannot be
         # written is an error of this request (500 with the envelope), not an empty body.
-        resp.data = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode()
+        resp.data = jsontext.dumps(envelope).encode()
         resp.content_type = falcon.MEDIA_JSON
