@@ -116,6 +116,11 @@ class _Fail(Exception):
     """Raised inside a transaction to make it roll back."""
 
 
+def _writes(store: Store, steps: list[tuple[str, str, Any]]) -> list[Any]:
+    """Run write steps (put or delete) on ``store``; what each answered."""
+    return [getattr(store, verb)(table, argument) for verb, table, argument in steps]
+
+
 def _outcome(action: Callable[[], Any]) -> tuple[str, Any]:
     try:
         return ("ok", action())
@@ -173,8 +178,7 @@ class StoresAgree(RuleBasedStateMachine):
         def run(store: Store) -> list[Any]:
             answers: list[Any] = []
             with store.transaction():
-                for verb, table, argument in steps:
-                    answers.append(getattr(store, verb)(table, argument))
+                answers += _writes(store, steps)
                 answers.append(store.query(**query))
                 if fail:
                     raise _Fail()
@@ -221,14 +225,12 @@ class StoresAgree(RuleBasedStateMachine):
                 if isinstance(store, ReadAhead):
                     for table in FIELDS:
                         store.read_ahead(table, [i for t, i in ahead if t == table])
-                for verb, table, argument in before:
-                    answers.append(getattr(store, verb)(table, argument))
+                answers += _writes(store, before)
                 try:
                     with store.transaction():
                         try:
                             with store.transaction():
-                                for verb, table, argument in inner:
-                                    answers.append(getattr(store, verb)(table, argument))
+                                answers += _writes(store, inner)
                                 if inner_query is not None:
                                     answers.append(store.query(**inner_query))
                                 if inner_ends == "fails":
@@ -245,8 +247,7 @@ class StoresAgree(RuleBasedStateMachine):
                     answers.append("middle failed")
                 for table, record_id in reads:
                     answers.append(store.get(table, record_id))
-                for verb, table, argument in after:
-                    answers.append(getattr(store, verb)(table, argument))
+                answers += _writes(store, after)
                 answers.append(store.query(**query))
                 if fail:
                     raise _Fail()
