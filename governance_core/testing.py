@@ -155,26 +155,34 @@ class StoreContract:
     def test_change_marks_move_with_writes(self) -> None:
         """A store that offers change marks gives a new mark after a write to a marked table.
 
-        Writes to other tables leave it alone (whether they move it is the store's choice,
-        but a mark that moved with every write would keep nothing).
+        Writes to other tables leave it alone (a mark that moved with every write would keep
+        nothing), and a mark taken inside a transaction equals no other.
         """
         store = self.store
         if not isinstance(store, ChangeMarks):
             return
-        marked = ("teams", "people")
+        marked = ("api_tokens", "accounts")
         first = store.change_mark(marked)
         _equal(store.change_mark(marked), first, "mark without a write")
-        store.put("accounts", {"id": "a1"})
-        _equal(store.change_mark(marked), first, "mark after a write to another table")
         store.put("teams", {"id": "t1"})
+        _equal(store.change_mark(marked), first, "mark after a write to another table")
+        store.put("api_tokens", {"id": "k1", "status": "active"})
         second = store.change_mark(marked)
-        _check(second != first, "the mark did not move with a put")
-        store.delete("people", "p1")
-        store.put("people", {"id": "p1"})
+        _check(second != first, "the mark did not move with an insert")
+        store.put("api_tokens", {"id": "k1", "status": "suspended"})
         third = store.change_mark(marked)
-        _check(third not in (first, second), "the mark did not move with a put")
-        store.delete("people", "p1")
-        _check(store.change_mark(marked) not in (first, second, third), "nor with a delete")
+        _check(third not in (first, second), "the mark did not move with an update")
+        store.delete("accounts", "a1")
+        store.put("accounts", {"id": "a1"})
+        fourth = store.change_mark(marked)
+        _check(fourth not in (first, second, third), "the mark did not move with an insert")
+        store.delete("accounts", "a1")
+        _check(store.change_mark(marked) not in (first, second, third, fourth),
+               "the mark did not move with a delete")
+        with store.transaction():
+            inside = store.change_mark(marked)
+            _check(inside != store.change_mark(marked), "two marks inside a transaction equal")
+        _raises(ValueError, lambda: store.change_mark(("teams",)), "a mark of an unmarked table")
 
     def test_records_are_copies(self) -> None:
         """Mutating a record given to put, or one returned, never changes what is stored."""

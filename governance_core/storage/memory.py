@@ -143,8 +143,17 @@ class MemoryStore:
         yield from self.query(table, filters)
 
     def change_mark(self, tables: Collection[str]) -> Hashable:
-        """A mark of ``tables`` (see :class:`~governance_core.storage.protocol.ChangeMarks`)."""
-        return tuple(self._written.get(table, 0) for table in tables)
+        """A mark of ``tables`` (see :class:`~governance_core.storage.protocol.ChangeMarks`).
+
+        Every write of this store is counted per table (no other writer can reach it).
+        """
+        for table in tables:
+            if not TABLES[table].marked:
+                raise ValueError(f"{table} is not a marked table")
+        with self._lock:
+            if self._undo:
+                return object()
+            return tuple(self._written.get(table, 0) for table in tables)
 
     def close(self) -> None:
         """Release nothing: the records live as long as the object."""

@@ -118,11 +118,11 @@ class ChangeMarks(Protocol):
     """
 
     def change_mark(self, tables: Collection[str]) -> Hashable:
-        """Return a mark of ``tables`` as the calling thread sees them now.
+        """Return a mark of ``tables`` (each a marked table of the schema) as they stand now.
 
-        Two equal marks taken in one thread promise that no record of ``tables`` changed in
-        between: none was written through this store (by any thread, committed or not) and no
-        other connection or process committed anything. A new mark promises nothing.
+        Two equal marks promise that no record of ``tables`` changed in between, by any
+        writer: this store, another connection or process, plain SQL. A new mark promises
+        nothing, and a mark taken inside an open transaction equals no other.
         """
         ...
 

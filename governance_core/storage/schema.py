@@ -30,6 +30,10 @@ class Column:
 class Table:
     """A table: its declared fields and the indexes worth keeping.
 
+    ``marked``: the store counts the table's changes, so that what is read of it can be kept
+    while the count stays the same (the tokens and accounts every call authenticates with; see
+    :class:`~governance_core.storage.protocol.ChangeMarks`).
+
     ``index_each`` indexes every declared field on its own besides ``indexes``; a table
     written on every span (spans, runs) indexes only what its lists filter and sort on, since
     each index is one more B-tree every write updates.
@@ -39,6 +43,7 @@ class Table:
     columns: tuple[Column, ...]
     indexes: tuple[tuple[str, ...], ...] = ()
     index_each: bool = True
+    marked: bool = False
 
     def wanted_indexes(self) -> list[tuple[str, ...]]:
         """Every index of the table, as tuples of field names."""
@@ -51,23 +56,27 @@ def _t(
     *fields: str,
     indexes: tuple[tuple[str, ...], ...] = (),
     index_each: bool = True,
+    marked: bool = False,
 ) -> Table:
     columns = []
     for field in ("account_id", "inserted_at", *fields):
         column_name, _, column_type = field.partition(":")
         columns.append(Column(column_name, column_type or "text"))  # type: ignore[arg-type]
-    return Table(name, tuple(columns), indexes, index_each)
+    return Table(name, tuple(columns), indexes, index_each, marked)
 
 
 TABLES: dict[str, Table] = {
     table.name: table
     for table in (
-        _t("accounts", "name", "purpose", "promo_code", "website", "partition:integer"),
+        _t(
+            "accounts", "name", "purpose", "promo_code", "website", "partition:integer",
+            marked=True,
+        ),
         _t("admin_users", "email", "name", "job_title", "last_active_at", "profile_completed_at"),
         _t("admin_user_invites", "email", "status", "token_hash", "expires_at"),
         _t(
             "api_tokens", "token_hash", "status", "token_scope", "last_used_at", "expires_at",
-            "admin_user_id", "agent_id", "environment_id",
+            "admin_user_id", "agent_id", "environment_id", marked=True,
         ),
         _t("people", "name", "email"),
         _t("teams", "name"),

@@ -8,7 +8,6 @@ own indexed column. Driver errors are translated: a busy or locked database beco
 from __future__ import annotations
 
 import contextlib
-import itertools
 import random
 import sqlite3
 import threading
@@ -58,18 +57,14 @@ _OPS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 
-_LINK_SERIALS = itertools.count()
-
-
 class _Link:
-    """One connection, how deeply its user is nested in transactions, and its serial number."""
+    """One connection and how deeply its user is nested in transactions."""
 
-    __slots__ = ("conn", "depth", "serial")
+    __slots__ = ("conn", "depth")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.depth = 0
-        self.serial = next(_LINK_SERIALS)
 
 
 class _Lending:
@@ -131,9 +126,6 @@ class SQLiteStore:
         self._writer = threading.Lock()
         self._shared = _Link(self._connect()) if self.path == ":memory:" else None
         self._put_sql = {table.name: _put_sql(table) for table in TABLES.values()}
-        # Each table's latest write through this store, for change_mark.
-        self._writes = itertools.count(1)
-        self._written: dict[str, int] = {}
         with self._use() as link:
             _migrate(link.conn, self.busy_timeout_ms / 1000)
         self._checkpointer = None if self._shared is not None else _Checkpointer(self._connect())
@@ -265,7 +257,6 @@ class SQLiteStore:
     def write_prepared(self, table: str, prepared: Sequence[list[Any]]) -> None:
         """Write prepared records in order, many to a statement (see :meth:`put`)."""
         upsert, otherwise = self._put_sql[table]
-        self._written[table] = next(self._writes)
         with self._use() as link:
             conn, depth = link.conn, link.depth
             if depth == 0 and len(prepared) > 1:
@@ -288,7 +279,6 @@ class SQLiteStore:
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""
         check_key(table, record_id)
-        self._written[table] = next(self._writes)
         with self._use() as link:
             cursor = self._execute(
                 link.conn, link.depth, f"DELETE FROM [{table}] WHERE id = ?", (record_id,)
@@ -336,13 +326,20 @@ class SQLiteStore:
     def change_mark(self, tables: Collection[str]) -> Hashable:
         """A mark of ``tables`` (see :class:`~governance_core.storage.protocol.ChangeMarks`).
 
-        SQLite's ``data_version`` of the thread's connection changes with every commit of
-        another connection; writes through this store are counted per table. The connection's
-        serial keeps marks of different connections apart.
+        Triggers count every insert, update and delete of a marked table in ``_changes``,
+        whoever makes it. Inside a transaction the mark is new each time: a count this transaction
+        moved could come back to the same value if it rolled back.
         """
+        keys = [_changes_key(table) for table in tables]
         with self._use() as link:
-            version = link.conn.execute("PRAGMA data_version").fetchone()[0]
-            return (link.serial, version, *[self._written.get(table, 0) for table in tables])
+            if link.conn.in_transaction:
+                return object()
+            marks = ", ".join("?" for _ in keys)
+            rows = link.conn.execute(
+                f"SELECT name, count FROM [_changes] WHERE name IN ({marks})", keys
+            ).fetchall()
+        counts = dict(rows)
+        return tuple(counts[key] for key in keys)
 
     def close(self) -> None:
         """Close every connection this store opened (checkpointing the WAL a last time)."""
@@ -467,6 +464,8 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
             )
         for table in TABLES.values():
             _migrate_table(db, table)
+            if table.marked:
+                _count_changes(conn, table.name)
         conn.execute(
             "INSERT OR REPLACE INTO _meta (key, value) VALUES ('schema_version', ?)",
             (str(SCHEMA_VERSION),),
@@ -476,6 +475,27 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _changes_key(table: str) -> str:
+    if not TABLES[table].marked:
+        raise ValueError(f"{table} is not a marked table")
+    return table
+
+
+def _count_changes(conn: sqlite3.Connection, table: str) -> None:
+    """Make triggers count every change of ``table`` in ``_changes`` (see ``change_mark``)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS _changes (name TEXT PRIMARY KEY, count INTEGER NOT NULL)"
+    )
+    conn.execute("INSERT OR IGNORE INTO _changes (name, count) VALUES (?, 0)", (table,))
+    for event in ("INSERT", "UPDATE", "DELETE"):
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS [{table}_{event.lower()}_counted]"
+            f" AFTER {event} ON [{table}] BEGIN"
+            f" UPDATE _changes SET count = count + 1 WHERE name = '{table}';"
+            " END"
+        )
 
 
 def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:

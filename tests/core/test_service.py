@@ -79,6 +79,22 @@ def test_a_token_changed_by_another_process_stops_working_at_once(
         assert isinstance(fails(first.call, "teams/list", token=other.token), BadAuthToken)
 
 
+def test_writes_of_other_processes_to_other_tables_keep_the_token(tmp_path: Path) -> None:
+    # Several server processes write spans all the time: that alone must not make every call
+    # read its token again.
+    path = tmp_path / "governance.db"
+    with Governance.open(path) as first, Governance.open(path) as second:
+        boot = first.bootstrap()
+        for _ in range(2):  # the first call also stamps the token's last use
+            first.call("teams/list", token=boot.token)
+        second.as_account(boot.account_id).create_team(name="Platform")
+        reads: list[str] = []
+        with first.store._use() as link:  # type: ignore[attr-defined]
+            link.conn.set_trace_callback(reads.append)
+        first.call("teams/list", token=boot.token)
+        assert not [sql for sql in reads if "FROM [api_tokens]" in sql or "FROM [accounts]" in sql]
+
+
 def test_a_token_changed_in_another_thread_stops_working_at_once(tmp_path: Path) -> None:
     with Governance.open(tmp_path / "governance.db") as gov:
         boot = gov.bootstrap()

@@ -75,8 +75,8 @@ def test_a_span_create_runs_the_statements_its_rules_need() -> None:
         gov.call("agent_spans/create", span(instance, 1), token=token)
     assert seen == [
         # The token and its account were read by the previous call: no token or account has
-        # changed since (SQLite's data_version, and this store's own writes).
-        "PRAGMA",
+        # changed since (the counts the store's triggers keep of their changes).
+        "SELECT _changes",
         "BEGIN",
         "SELECT idempotency_keys", "SELECT agent_instances",
         "SELECT agents", "SELECT risk_profiles",
