@@ -18,7 +18,7 @@ always read from ``data``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -249,6 +249,23 @@ class PostgresStore:
     def _page(self, table: str, filters: list[Filter], limit: int) -> list[Record]:
         return self.query(table, filters, limit=limit)
 
+    def change_mark(self, tables: Collection[str]) -> Hashable:
+        """A mark of ``tables`` (see :class:`~governance_core.storage.protocol.ChangeMarks`).
+
+        Triggers count every change of a marked table in ``_changes``, whoever makes it.
+        Inside a transaction the mark is new each time: a count this transaction moved could
+        come back to the same value if it rolled back.
+        """
+        for table in tables:
+            if not TABLES[table].marked:
+                raise ValueError(f"{table} is not a marked table")
+        if getattr(self._local, "conn", None) is not None:
+            return object()
+        counts = dict(self._execute(
+            "SELECT name, count FROM _changes WHERE name = ANY(%s)", (list(tables),)
+        ))
+        return tuple(counts[table] for table in tables)
+
     def close(self) -> None:
         """Close every connection of the pool."""
         self._pool.close()
@@ -404,11 +421,37 @@ def _migrate_schema(conn: psycopg.Connection[Any]) -> None:
     }
     for table in TABLES.values():
         _migrate_table(conn, table, present.get(table.name), indexes)
+    _count_changes(conn, [table.name for table in TABLES.values() if table.marked])
     if row is None or int(row[0]) != SCHEMA_VERSION:
         conn.execute(
             "INSERT INTO _meta (key, value) VALUES ('schema_version', %s)"
             " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
             (str(SCHEMA_VERSION),),
+        )
+
+
+def _count_changes(conn: psycopg.Connection[Any], tables: list[str]) -> None:
+    """Make triggers count every change of the marked tables in ``_changes`` (change_mark)."""
+    conn.execute(
+        'CREATE TABLE IF NOT EXISTS "_changes" (name text PRIMARY KEY, count bigint NOT NULL)'
+    )
+    conn.execute(
+        # The counts of the schema the changed table is in, whatever the writer's search path.
+        "CREATE OR REPLACE FUNCTION governance_count_change() RETURNS trigger"
+        " LANGUAGE plpgsql AS $$ BEGIN EXECUTE format("
+        "'UPDATE %I._changes SET count = count + 1 WHERE name = %L',"
+        " TG_TABLE_SCHEMA, TG_TABLE_NAME); RETURN NULL; END $$"
+    )
+    for table in tables:
+        conn.execute(
+            "INSERT INTO _changes (name, count) VALUES (%s, 0) ON CONFLICT (name) DO NOTHING",
+            (table,),
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE OR REPLACE TRIGGER {} AFTER INSERT OR UPDATE OR DELETE ON {}"
+                " FOR EACH STATEMENT EXECUTE FUNCTION governance_count_change()"
+            ).format(sql.Identifier(f"{table}_counted"), sql.Identifier(table))
         )
 
 

@@ -24,6 +24,7 @@ from governance_core.errors import (
 from governance_core.idempotency import fingerprint
 from governance_core.service import Bootstrap, Governance
 from tests.core.accounts_world import World, canonical, fails, field_codes
+from tests.stores import scratch_schema
 
 KEY = "request-key-0001"
 
@@ -76,6 +77,32 @@ def test_a_token_changed_by_another_process_stops_working_at_once(
             " WHERE id = ?", (other.token_id,),
         )
         raw.close()
+        assert isinstance(fails(first.call, "teams/list", token=other.token), BadAuthToken)
+
+
+def test_a_token_changed_by_another_postgres_process_stops_working_at_once() -> None:
+    # PostgreSQL keeps its counts the same way; plain SQL is counted too.
+    import psycopg
+
+    with scratch_schema("marks") as url, Governance.open(url) as first, \
+            Governance.open(url) as second:
+        boot = first.bootstrap()
+        other = second.bootstrap(admin_email="other@example.com")
+        for _ in range(3):
+            assert first.call("teams/list", token=boot.token)["status"] == "success"
+        session = second.as_account(boot.account_id, admin_user_id=boot.admin_user_id)
+        session.suspend_api_token(boot.token_id)
+        assert isinstance(fails(first.call, "teams/list", token=boot.token), BadAuthToken)
+        assert first.call("teams/list", token=other.token)["status"] == "success"
+        second.as_account(other.account_id).create_team(name="Platform")
+        assert first.call("teams/list", token=other.token)["status"] == "success"
+        with psycopg.connect(url, autocommit=True) as raw:
+            raw.execute(
+                "UPDATE api_tokens SET status = 'suspended',"
+                " data = (data::jsonb || '{\"status\": \"suspended\"}')::json"
+                " WHERE id = %s",
+                (other.token_id,),
+            )
         assert isinstance(fails(first.call, "teams/list", token=other.token), BadAuthToken)
 
 
