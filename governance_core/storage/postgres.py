@@ -171,6 +171,16 @@ class PostgresStore:
                 self._local.conn = None
 
     @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Inside a transaction, a pipeline: the block's statements go in one round trip."""
+        held: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if held is None:
+            yield
+            return
+        with _translated(), held.pipeline():
+            yield
+
+    @contextmanager
     def _write(self) -> Iterator[None]:
         # A write outside a transaction is a transaction of its own, SERIALIZABLE like any.
         if getattr(self._local, "conn", None) is not None:

@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import attrs
 
 __all__ = [
+    "BatchedWrites",
     "ChangeMarks",
     "Filter",
     "FilterOp",
@@ -161,4 +162,17 @@ class ReadAhead(Protocol):
 
     def read_ahead(self, table: str, record_ids: Collection[str]) -> None:
         """Read the records of ``table`` with ``record_ids``; later gets of them read nothing."""
+        ...
+
+
+@runtime_checkable
+class BatchedWrites(Protocol):
+    """An optional capability: sending several writes of a transaction together.
+
+    The core's write-behind wrapper passes a transaction's records on, table by table, inside
+    ``batched()``; PostgreSQL sends them in one pipeline (one round trip, not one a table).
+    """
+
+    def batched(self) -> AbstractContextManager[None]:
+        """A block whose writes may be sent together; errors are raised by its end at the latest."""
         ...

@@ -32,11 +32,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from governance_core.storage._common import column_values, decode, encode
-from governance_core.storage.protocol import Filter, PreparedWrites, Record, SortKey, Store
+from governance_core.storage.protocol import (
+    BatchedWrites,
+    Filter,
+    PreparedWrites,
+    Record,
+    SortKey,
+    Store,
+)
 from governance_core.storage.schema import TABLES
 
 __all__ = ["WriteBehindStore"]
@@ -83,6 +90,7 @@ class WriteBehindStore:
         self._preparing: PreparedWrites | None = (
             inner if isinstance(inner, PreparedWrites) else None
         )
+        self._batching: BatchedWrites | None = inner if isinstance(inner, BatchedWrites) else None
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -280,9 +288,10 @@ class WriteBehindStore:
             if type(prepared) is _Rewrite:
                 prepared = self._prepare(key[0], prepared.record)
             by_table.setdefault(key[0], []).append(prepared)
-        for name, prepared in by_table.items():
-            if self._preparing is not None:
-                self._preparing.write_prepared(name, prepared)
-            else:
-                for record in prepared:
-                    self.inner.put(name, record)
+        with self._batching.batched() if self._batching is not None else nullcontext():
+            for name, prepared in by_table.items():
+                if self._preparing is not None:
+                    self._preparing.write_prepared(name, prepared)
+                else:
+                    for record in prepared:
+                        self.inner.put(name, record)
