@@ -209,7 +209,10 @@ class WriteBehindStore:
                 self._open_savepoints(memory)
             self.inner.put(table, record)
             return
-        key = (table, record["id"])
+        record_id = record.get("id") if isinstance(record, dict) else None
+        if not isinstance(record_id, str):
+            column_values(table, record)  # raises the store's ValueError for such a record
+        key = (table, str(record_id))
         if key in memory.pending:
             # A run is rewritten by every span of a bulk request: its declared fields are
             # checked now, its JSON once, when it is passed on.

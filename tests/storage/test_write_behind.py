@@ -146,3 +146,19 @@ def test_each_thread_keeps_its_own_transaction(tmp_path: object) -> None:
     assert seen == [{"id": "a1", "name": "stored", "account_id": "acc"}]
     assert inner.get("agents", "a1") == {"id": "a1", "name": "unwritten", "account_id": "acc"}
     inner.close()
+
+
+@pytest.mark.parametrize(
+    "record",
+    [{"name": "no id"}, {"id": 5}, ["not", "a", "dict"], {"id": "t1", "name": 5},
+     {"id": "t1", "score": float("nan")}],
+)
+def test_a_record_the_store_would_refuse_fails_its_put_inside_a_transaction(
+    inner: CountingStore, record: object
+) -> None:
+    store = WriteBehindStore(inner)
+    with store.transaction():
+        with pytest.raises(ValueError):
+            store.put("teams", record)  # type: ignore[arg-type]
+        store.put("teams", {"id": "t2", "name": "kept"})
+    assert [r["id"] for r in inner.query("teams")] == ["t2"]
