@@ -4,14 +4,14 @@ A schema version is never changed once stored, so it is read once, and each of i
 is prepared once (its payload checks, and its score under each ruleset). A risk profile can
 change in any process at any time, so its record is read by every operation that needs it;
 only the parsing of its ruleset is kept, keyed by the ruleset's JSON text (a changed ruleset
-is a new key). Nothing about tokens or accounts is kept here (see
-``Governance.authenticate``).
+is a new key). A token and its account are kept under the store's change mark of tokens and
+accounts (see ``Governance.authenticate``): any change to either is a new key.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -57,6 +57,9 @@ class Caches:
         self._schema_versions: BoundedCache[str, Record] = BoundedCache()
         # By schema version id and span type name: a span type's prepared payload checks.
         self.span_types: BoundedCache[tuple[str, str], SpanType] = BoundedCache()
+        # By token hash and the store's change mark of tokens and accounts: the token record
+        # and its account's partition.
+        self.tokens: BoundedCache[tuple[str, Hashable], tuple[Record, int]] = BoundedCache()
         # By the JSON text of a stored ruleset: the ruleset, parsed.
         self.rulesets: BoundedCache[str, Ruleset] = BoundedCache()
         # By schema version id and a kept ruleset's identity: that ruleset (so its identity

@@ -90,7 +90,7 @@ def fingerprint(operation: str, params: Mapping[str, Any] | None) -> str:
         text = _CANONICAL(asked)
     except ValueError:
         # A lone surrogate, which only the standard library writes (escaped).
-        text = json.dumps(asked, sort_keys=True, separators=(",", ":"), default=str)
+        text = _standard_text(asked)
     assert text is not None
     return _VERSION + hashlib.sha256(text.encode()).hexdigest()
 
@@ -99,9 +99,12 @@ def _asked(params: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in flatten_params(params).items() if k != FIELD}
 
 
+def _standard_text(asked: list[Any]) -> str:
+    return json.dumps(asked, sort_keys=True, separators=(",", ":"), default=str)
+
+
 def _legacy_fingerprint(operation: str, params: Mapping[str, Any] | None) -> str:
-    text = json.dumps([operation, _asked(params)], sort_keys=True, separators=(",", ":"),
-                      default=str)
+    text = _standard_text([operation, _asked(params)])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -50,7 +50,6 @@ WRITE_ATTEMPTS = 8
 """How many times a write operation runs before a :class:`WriteConflict` is let through."""
 _BACKOFF_SECONDS = 0.002
 _AUTHENTICATION_TABLES = ("api_tokens", "accounts")
-_KEPT_TOKENS = 1024
 
 _T = TypeVar("_T")
 
@@ -95,8 +94,6 @@ class Governance:
         self.registry = registry if registry is not None else default_registry()
         self.caches = Caches()
         self._writing = threading.local()
-        # Token hash -> (the store's change mark, the token record, its account's partition).
-        self._tokens: dict[str, tuple[Hashable, Record, int]] = {}
         # Asked once: an isinstance check of a runtime protocol inspects the class each time.
         self._marks = store if isinstance(store, ChangeMarks) else None
 
@@ -193,23 +190,22 @@ class Governance:
         they were last read (:class:`~governance_core.storage.protocol.ChangeMarks`): a
         suspended or revoked token stops working at once in every process.
         """
-        marks = self._marks
-        mark = None if marks is None else marks.change_mark(_AUTHENTICATION_TABLES)
-        kept = self._tokens.get(token_hash)
-        if mark is not None and kept is not None and kept[0] == mark:
-            return kept[1], kept[2]
-        found = self.store.query("api_tokens", [Filter("token_hash", "eq", token_hash)])
-        if not found:
-            raise BadAuthToken()
-        record = found[0]
-        account = self.store.get("accounts", record["account_id"])
-        if account is None:
-            raise BadAuthToken()
-        if mark is not None:
-            if len(self._tokens) >= _KEPT_TOKENS:
-                self._tokens.clear()
-            self._tokens[token_hash] = (mark, record, account["partition"])
-        return record, account["partition"]
+        def read() -> tuple[Record, int]:
+            found = self.store.query("api_tokens", [Filter("token_hash", "eq", token_hash)])
+            if not found:
+                raise BadAuthToken()
+            account = self.store.get("accounts", found[0]["account_id"])
+            if account is None:
+                raise BadAuthToken()
+            return found[0], account["partition"]
+
+        if self._marks is None:
+            return read()
+        kept = self.caches.tokens.get(
+            (token_hash, self._marks.change_mark(_AUTHENTICATION_TABLES)), read
+        )
+        assert kept is not None
+        return kept
 
     def _record_use(self, token_id: str, admin_user_id: str | None, now: datetime) -> None:
         """Stamp the token's ``last_used_at`` and its admin user's ``last_active_at``."""

@@ -8,16 +8,17 @@ declared fields hold values of another type than the schema declares.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, get_args
 
 from governance_core import jsontext
 from governance_core.storage.protocol import Filter, FilterOp, NullsOrder, Record, SortKey
-from governance_core.storage.schema import TABLES, Column, ColumnType
+from governance_core.storage.schema import TABLES, Column, ColumnType, Table
 
 __all__ = [
     "PageQuery",
     "check_key",
+    "check_marked",
     "check_page",
     "check_query",
     "column_values",
@@ -49,6 +50,21 @@ def _columns(table: str) -> dict[str, Column]:
         return _DECLARED[table]
     except (KeyError, TypeError):
         raise ValueError(f"unknown table {table!r}") from None
+
+
+def check_marked(tables: Collection[str]) -> list[str]:
+    """Return ``tables`` as a list; ValueError for one the schema does not mark (change_mark)."""
+    for table in tables:
+        if not _table(table).marked:
+            raise ValueError(f"{table} is not a marked table")
+    return list(tables)
+
+
+def _table(name: str) -> Table:
+    try:
+        return TABLES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown table {name!r}") from None
 
 
 def check_key(table: str, record_id: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from governance_core.storage._common import (
     check_key,
+    check_marked,
     check_page,
     check_query,
     column_values,
@@ -147,13 +148,11 @@ class MemoryStore:
 
         Every write of this store is counted per table (no other writer can reach it).
         """
-        for table in tables:
-            if not TABLES[table].marked:
-                raise ValueError(f"{table} is not a marked table")
+        marked = check_marked(tables)
         with self._lock:
             if self._undo:
                 return object()
-            return tuple(self._written.get(table, 0) for table in tables)
+            return tuple(self._written.get(table, 0) for table in marked)
 
     def close(self) -> None:
         """Release nothing: the records live as long as the object."""

@@ -32,6 +32,7 @@ from governance_core.errors import TemporarilyUnavailable, WriteConflict
 from governance_core.storage._common import (
     _fits,
     check_key,
+    check_marked,
     check_page,
     check_query,
     column_values,
@@ -266,15 +267,13 @@ class PostgresStore:
         Inside a transaction the mark is new each time: a count this transaction moved could
         come back to the same value if it rolled back.
         """
-        for table in tables:
-            if not TABLES[table].marked:
-                raise ValueError(f"{table} is not a marked table")
+        marked = check_marked(tables)
         if getattr(self._local, "conn", None) is not None:
             return object()
         counts = dict(self._execute(
-            "SELECT name, count FROM _changes WHERE name = ANY(%s)", (list(tables),)
+            "SELECT name, count FROM _changes WHERE name = ANY(%s)", (marked,)
         ))
-        return tuple(counts[table] for table in tables)
+        return tuple(counts[table] for table in marked)
 
     def close(self) -> None:
         """Close every connection of the pool."""

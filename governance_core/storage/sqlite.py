@@ -23,6 +23,7 @@ import sqlite_utils
 from governance_core.errors import TemporarilyUnavailable
 from governance_core.storage._common import (
     check_key,
+    check_marked,
     check_page,
     check_query,
     column_values,
@@ -330,7 +331,7 @@ class SQLiteStore:
         whoever makes it. Inside a transaction the mark is new each time: a count this transaction
         moved could come back to the same value if it rolled back.
         """
-        keys = [_changes_key(table) for table in tables]
+        keys = check_marked(tables)
         with self._use() as link:
             if link.conn.in_transaction:
                 return object()
@@ -475,12 +476,6 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-
-
-def _changes_key(table: str) -> str:
-    if not TABLES[table].marked:
-        raise ValueError(f"{table} is not a marked table")
-    return table
 
 
 def _count_changes(conn: sqlite3.Connection, table: str) -> None:
