@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from governance_core.storage.protocol import Record, Store
 
 if TYPE_CHECKING:
+    from governance_core.context import KnownToken
     from governance_core.domain.runs import SpanType
     from governance_core.rules.risk import Ruleset
 
@@ -57,9 +58,9 @@ class Caches:
         self._schema_versions: BoundedCache[str, Record] = BoundedCache()
         # By schema version id and span type name: a span type's prepared payload checks.
         self.span_types: BoundedCache[tuple[str, str], SpanType] = BoundedCache()
-        # By token hash and the store's change mark of tokens and accounts: the token record
-        # and its account's partition.
-        self.tokens: BoundedCache[tuple[str, Hashable], tuple[Record, int]] = BoundedCache()
+        # By token hash and the store's change mark of tokens and accounts: the token as
+        # authentication checks it.
+        self.tokens: BoundedCache[tuple[str, Hashable], KnownToken] = BoundedCache()
         # By the JSON text of a stored ruleset: the ruleset, parsed.
         self.rulesets: BoundedCache[str, Ruleset] = BoundedCache()
         # By schema version id and a kept ruleset's identity: that ruleset (so its identity

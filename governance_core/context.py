@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from governance_core.caches import Caches
-from governance_core.clock import Clock
+from governance_core.clock import Clock, parse_timestamp
 from governance_core.encryption import PlainCipher, ValueCipher
 from governance_core.ids import IdFactory
 from governance_core.repository import Repository
@@ -26,7 +26,7 @@ from governance_core.storage.protocol import Store
 if TYPE_CHECKING:
     from governance_core.registry import Registry
 
-__all__ = ["Config", "Context", "Invoke", "Principal", "TokenScope"]
+__all__ = ["Config", "Context", "Invoke", "KnownToken", "Principal", "TokenScope"]
 
 TokenScope = Literal["account", "agent_deployment"]
 
@@ -47,6 +47,39 @@ class Principal:
     def is_ingestion(self) -> bool:
         """Whether this is an ``agent_deployment`` (ingestion) token."""
         return self.scope == "agent_deployment"
+
+
+@attrs.frozen
+class KnownToken:
+    """A stored token as authentication checks it: the caller it stands for, and its state.
+
+    Made once per read of the token (and kept while no token or account changes), so that
+    checking a token on every call parses no timestamps and builds no caller.
+    """
+
+    principal: Principal
+    status: str
+    expires_at: datetime | None
+    last_used_at: datetime | None
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any], partition: int) -> KnownToken:
+        """The token ``record`` of an account in ``partition``."""
+        expires_at, last_used_at = record.get("expires_at"), record.get("last_used_at")
+        return cls(
+            principal=Principal(
+                account_id=record["account_id"],
+                partition=partition,
+                scope=record["token_scope"],
+                token_id=record["id"],
+                admin_user_id=record.get("admin_user_id"),
+                agent_id=record.get("agent_id"),
+                environment_id=record.get("environment_id"),
+            ),
+            status=record["status"],
+            expires_at=parse_timestamp(expires_at) if expires_at else None,
+            last_used_at=parse_timestamp(last_used_at) if last_used_at else None,
+        )
 
 
 @attrs.frozen

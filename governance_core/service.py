@@ -21,8 +21,8 @@ import attrs
 
 from governance_core.caches import Caches
 from governance_core.client import AccountOperations, Issued
-from governance_core.clock import Clock, SystemClock, format_timestamp, parse_timestamp
-from governance_core.context import Config, Context, Principal
+from governance_core.clock import Clock, SystemClock, format_timestamp
+from governance_core.context import Config, Context, KnownToken, Principal
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
 from governance_core.encryption import cipher_from_key
 from governance_core.errors import (
@@ -40,7 +40,7 @@ from governance_core.recording import Run
 from governance_core.registry import Operation, Registry
 from governance_core.rules.cost import load_catalogue
 from governance_core.storage import open_store
-from governance_core.storage.protocol import ChangeMarks, Filter, Record, Store
+from governance_core.storage.protocol import ChangeMarks, Filter, Store
 from governance_core.storage.write_behind import WriteBehindStore
 
 __all__ = ["WRITE_ATTEMPTS", "Bootstrap", "Governance", "Session"]
@@ -164,40 +164,35 @@ class Governance:
             raise NotAuthenticated()
         if not token.startswith(TOKEN_PREFIX):
             raise BadAuthToken("the access token is malformed")
-        record, partition = self._token(hash_secret(token))
+        known = self._token(hash_secret(token))
         now = self.clock()
-        if record["status"] != "active":
-            raise BadAuthToken(f"the access token is {record['status']}")
-        if record.get("expires_at") and parse_timestamp(record["expires_at"]) <= now:
+        if known.status != "active":
+            raise BadAuthToken(f"the access token is {known.status}")
+        if known.expires_at is not None and known.expires_at <= now:
             raise BadAuthToken("the access token has expired")
-        last_used = record.get("last_used_at")
-        if last_used is None or now - parse_timestamp(last_used) >= LAST_USED_RESOLUTION:
-            self._retrying(lambda: self._record_use(record["id"], record.get("admin_user_id"), now))
-        return Principal(
-            account_id=record["account_id"],
-            partition=partition,
-            scope=record["token_scope"],
-            token_id=record["id"],
-            admin_user_id=record.get("admin_user_id"),
-            agent_id=record.get("agent_id"),
-            environment_id=record.get("environment_id"),
-        )
+        last_used = known.last_used_at
+        if last_used is None or now - last_used >= LAST_USED_RESOLUTION:
+            token_id, admin_user_id = known.principal.token_id, known.principal.admin_user_id
+            assert token_id is not None, "a token's caller always names the token"
+            self._retrying(lambda: self._record_use(token_id, admin_user_id, now))
+        return known.principal
 
-    def _token(self, token_hash: str) -> tuple[Record, int]:
-        """The stored token with ``token_hash`` and its account's partition; else bad_authtoken.
+    def _token(self, token_hash: str) -> KnownToken:
+        """The stored token with ``token_hash``, as a :class:`KnownToken`; else bad_authtoken.
 
-        Both are read again unless the store can tell that no token or account changed since
-        they were last read (:class:`~governance_core.storage.protocol.ChangeMarks`): a
-        suspended or revoked token stops working at once in every process.
+        The token and its account are read again unless the store can tell that no token or
+        account changed since they were last read
+        (:class:`~governance_core.storage.protocol.ChangeMarks`): a suspended or revoked
+        token stops working at once in every process.
         """
-        def read() -> tuple[Record, int]:
+        def read() -> KnownToken:
             found = self.store.query("api_tokens", [Filter("token_hash", "eq", token_hash)])
             if not found:
                 raise BadAuthToken()
             account = self.store.get("accounts", found[0]["account_id"])
             if account is None:
                 raise BadAuthToken()
-            return found[0], account["partition"]
+            return KnownToken.of(found[0], account["partition"])
 
         if self._marks is None:
             return read()

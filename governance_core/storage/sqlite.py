@@ -127,6 +127,8 @@ class SQLiteStore:
         self._writer = threading.Lock()
         self._shared = _Link(self._connect()) if self.path == ":memory:" else None
         self._put_sql = {table.name: _put_sql(table) for table in TABLES.values()}
+        # The statement reading each set of marked tables' counts, once checked.
+        self._mark_sql: dict[tuple[str, ...], str] = {}
         with self._use() as link:
             _migrate(link.conn, self.busy_timeout_ms / 1000)
         self._checkpointer = None if self._shared is not None else _Checkpointer(self._connect())
@@ -331,16 +333,19 @@ class SQLiteStore:
         whoever makes it. Inside a transaction the mark is new each time: a count this transaction
         moved could come back to the same value if it rolled back.
         """
-        keys = check_marked(tables)
+        keys = tuple(tables)
+        sql = self._mark_sql.get(keys)
+        if sql is None:
+            check_marked(keys)
+            sql = self._mark_sql[keys] = (
+                f"SELECT name, count FROM [_changes] WHERE name IN ({', '.join('?' * len(keys))})"
+            )
         with self._use() as link:
             if link.conn.in_transaction:
                 return object()
-            marks = ", ".join("?" for _ in keys)
-            rows = link.conn.execute(
-                f"SELECT name, count FROM [_changes] WHERE name IN ({marks})", keys
-            ).fetchall()
+            rows = link.conn.execute(sql, keys).fetchall()
         counts = dict(rows)
-        return tuple(counts[key] for key in keys)
+        return tuple([counts[key] for key in keys])
 
     def close(self) -> None:
         """Close every connection this store opened (checkpointing the WAL a last time)."""
