@@ -486,27 +486,35 @@ def _migrate_table(
             )
         if missing:
             _backfill(conn, table, missing)
-    wanted = {_index_name(table.name, index): index for index in table.wanted_indexes()}
+    wanted = {_index_name(table, index): index for index in table.wanted_indexes()}
     for index_name in sorted(indexes):
         # Only indexes this adapter made (named <table>__<fields>) are dropped.
         if index_name.startswith(f"{table.name}__") and index_name not in wanted:
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index_name)))
     for index_name, index in wanted.items():
         if index_name not in indexes:
+            where = table.where(index)
             conn.execute(
-                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
+                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({}){}").format(
                     sql.Identifier(index_name),
                     name,
                     sql.SQL(", ").join(
                         sql.SQL("{} NULLS FIRST").format(sql.Identifier(c)) for c in index
                     ),
+                    sql.SQL("") if where is None else sql.SQL(" WHERE {} IS {}").format(
+                        sql.Identifier(where.field),
+                        sql.SQL("NOT NULL" if where.is_set else "NULL"),
+                    ),
                 )
             )
 
 
-def _index_name(table: str, fields: tuple[str, ...]) -> str:
+def _index_name(table: Table, fields: tuple[str, ...]) -> str:
+    """``<table>__<fields>``, then a partial index's rows, cut to 63 bytes."""
+    where = table.where(fields)
+    parts = (table.name, *fields, *(() if where is None else (where.suffix,)))
     # PostgreSQL keeps the first 63 bytes of a name (every name here is ASCII).
-    return "__".join((table, *fields))[:_NAME_LENGTH]
+    return "__".join(parts)[:_NAME_LENGTH]
 
 
 def _backfill(conn: psycopg.Connection[Any], table: Table, columns: list[Column]) -> None:

@@ -12,7 +12,9 @@ from typing import Literal
 
 import attrs
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "Column", "ColumnType", "Table", "column_names"]
+__all__ = [
+    "SCHEMA_VERSION", "TABLES", "Column", "ColumnType", "Table", "Where", "column_names",
+]
 
 ColumnType = Literal["text", "integer", "real"]
 """What a declared field holds: text, a 64-bit integer (booleans too) or a float."""
@@ -27,6 +29,23 @@ class Column:
 
 
 @attrs.frozen
+class Where:
+    """The rows a partial index holds: those whose ``field`` holds a value, or is null.
+
+    A write that leaves a row outside an index leaves that index alone: a span is in either
+    the index of top-level spans or the index of children, never both.
+    """
+
+    field: str
+    is_set: bool
+
+    @property
+    def suffix(self) -> str:
+        """What an index's name ends with: ``set_<field>`` or ``null_<field>``."""
+        return f"{'set' if self.is_set else 'null'}_{self.field}"
+
+
+@attrs.frozen
 class Table:
     """A table: its declared fields and the indexes worth keeping.
 
@@ -36,7 +55,8 @@ class Table:
 
     ``index_each`` indexes every declared field on its own besides ``indexes``; a table
     written on every span (spans, runs) indexes only what its lists filter and sort on, since
-    each index is one more B-tree every write updates.
+    each index is one more B-tree every write updates. ``partial`` limits some of ``indexes``
+    to the rows a :class:`Where` names.
     """
 
     name: str
@@ -44,11 +64,23 @@ class Table:
     indexes: tuple[tuple[str, ...], ...] = ()
     index_each: bool = True
     marked: bool = False
+    partial: tuple[tuple[tuple[str, ...], Where], ...] = ()
 
     def wanted_indexes(self) -> list[tuple[str, ...]]:
         """Every index of the table, as tuples of field names."""
         single = [(column.name,) for column in self.columns] if self.index_each else []
         return single + [index for index in self.indexes if index not in single]
+
+    def where(self, index: tuple[str, ...]) -> Where | None:
+        """The rows ``index`` holds when it is partial, else None (every row)."""
+        return next((where for fields, where in self.partial if fields == index), None)
+
+    def indexed_fields(self) -> set[str]:
+        """Every field an index holds or a partial index's rows depend on."""
+        return {
+            *(name for index in self.wanted_indexes() for name in index),
+            *(where.field for _, where in self.partial),
+        }
 
 
 def _t(
@@ -57,13 +89,17 @@ def _t(
     indexes: tuple[tuple[str, ...], ...] = (),
     index_each: bool = True,
     marked: bool = False,
+    partial: tuple[tuple[tuple[str, ...], Where], ...] = (),
 ) -> Table:
     columns = []
     for field in ("account_id", "inserted_at", *fields):
         column_name, _, column_type = field.partition(":")
         columns.append(Column(column_name, column_type or "text"))  # type: ignore[arg-type]
-    return Table(name, tuple(columns), indexes, index_each, marked)
+    return Table(name, tuple(columns), indexes, index_each, marked, partial)
 
+
+_CHILDREN = ("parent_span_id", "started_at")
+_TOP_LEVEL = ("account_id", "agent_instance_id", "started_at")
 
 TABLES: dict[str, Table] = {
     table.name: table
@@ -113,10 +149,15 @@ TABLES: dict[str, Table] = {
             "status", "purpose", "started_at", "finished_at",
             indexes=(
                 ("agent_instance_id", "started_at"), ("agent_id", "started_at"),
-                ("parent_span_id",),
-                ("account_id", "agent_instance_id", "parent_span_id", "started_at"),
+                _CHILDREN, _TOP_LEVEL,
             ),
             index_each=False,
+            # A span is in one of these two: the children of a span, or a run's top-level
+            # spans (it leads with the account, so SQLite picks it for the console's tree).
+            partial=(
+                (_CHILDREN, Where("parent_span_id", is_set=True)),
+                (_TOP_LEVEL, Where("parent_span_id", is_set=False)),
+            ),
         ),
         _t(
             "alerts", "agent_instance_id", "agent_id", "environment_id", "name", "status",

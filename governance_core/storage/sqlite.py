@@ -440,7 +440,7 @@ def _put_sql(table: Table) -> tuple[str, str | None]:
     full = insert + " ON CONFLICT([id]) DO UPDATE SET " + ", ".join(
         f"[{name}] = excluded.[{name}]" for name in names[1:]
     )
-    indexed = {name for index in table.wanted_indexes() for name in index}
+    indexed = table.indexed_fields()
     if table.index_each or not indexed:
         return full, None
     kept = [name for name in names[1:] if name not in indexed]
@@ -515,15 +515,25 @@ def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
                 f" WHERE json_type(data, :path) IN ({json_types})",
                 {"path": f"$.{column.name}"},
             )
-    declared = table.wanted_indexes()
-    existing = {tuple(index.columns): index.name for index in handle.indexes}
-    for columns, name in existing.items():
-        # Only indexes this adapter made (sqlite-utils names them idx_<table>_...) are dropped.
-        if columns not in declared and name.startswith(f"idx_{table.name}_"):
-            db.execute(f"DROP INDEX [{name}]")
-    for index in declared:
-        if index not in existing:
-            handle.create_index(list(index), if_not_exists=True)
+    declared = {_index_name(table, index): index for index in table.wanted_indexes()}
+    for index in handle.indexes:
+        # Only indexes this adapter made (named idx_<table>_...) are dropped.
+        if index.name not in declared and index.name.startswith(f"idx_{table.name}_"):
+            db.execute(f"DROP INDEX [{index.name}]")
+    for name, fields in declared.items():
+        where = table.where(fields)
+        condition = (
+            "" if where is None
+            else f" WHERE [{where.field}] IS {'NOT NULL' if where.is_set else 'NULL'}"
+        )
+        columns = ", ".join(f"[{field}]" for field in fields)
+        db.execute(f"CREATE INDEX IF NOT EXISTS [{name}] ON [{table.name}] ({columns}){condition}")
+
+
+def _index_name(table: Table, fields: tuple[str, ...]) -> str:
+    """``idx_<table>_<fields>`` (as sqlite-utils names them), then a partial index's rows."""
+    where = table.where(fields)
+    return "_".join(("idx", table.name, *fields, *(() if where is None else (where.suffix,))))
 
 
 def _where(filters: Sequence[Filter]) -> tuple[str, list[Any]]:

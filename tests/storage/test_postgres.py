@@ -88,6 +88,28 @@ def test_every_declared_field_is_a_typed_indexed_column(url: str) -> None:
     assert version == (str(SCHEMA_VERSION),)
 
 
+def test_a_span_is_in_the_index_of_top_level_spans_or_of_children(url: str) -> None:
+    _open(url).close()
+    with _raw(url) as raw:
+        definitions = dict(raw.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'agent_spans'"
+        ).fetchall())
+        top = "agent_spans__account_id__agent_instance_id__started_at__null_pa"
+        children = "agent_spans__parent_span_id__started_at__set_parent_span_id"
+        assert definitions[top].endswith("WHERE (parent_span_id IS NULL)")
+        assert definitions[children].endswith("WHERE (parent_span_id IS NOT NULL)")
+        raw.execute("SET enable_seqscan = off")
+
+        def plan(where: str) -> str:
+            sql = f"EXPLAIN SELECT id FROM agent_spans WHERE {where} ORDER BY started_at"
+            return " ".join(row[0] for row in raw.execute(sql))
+
+        assert top in plan(
+            "account_id = 'a' AND agent_instance_id = 'r' AND parent_span_id IS NULL"
+        )
+        assert children in plan("account_id = 'a' AND parent_span_id = 's1'")
+
+
 def test_indexes_no_longer_declared_are_dropped(url: str) -> None:
     _open(url).close()
     with _raw(url) as raw:

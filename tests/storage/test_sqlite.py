@@ -148,6 +148,52 @@ def test_migration_adds_and_backfills_new_columns(path: Path) -> None:
     assert raw.execute("SELECT count(*) FROM agents WHERE team_id IS NOT NULL").fetchone() == (2,)
 
 
+def _plan(raw: sqlite3.Connection, where: str) -> str:
+    sql = f"EXPLAIN QUERY PLAN SELECT id FROM agent_spans WHERE {where} ORDER BY started_at"
+    return " ".join(str(row) for row in raw.execute(sql))
+
+
+def test_a_span_is_in_the_index_of_top_level_spans_or_of_children(
+    store: SQLiteStore, path: Path
+) -> None:
+    store.put("agent_spans", {"id": "s1", "account_id": "a", "agent_instance_id": "r"})
+    store.put("agent_spans", {"id": "s2", "account_id": "a", "agent_instance_id": "r",
+                              "parent_span_id": "s1"})
+    raw = _raw(path)
+    top = "idx_agent_spans_account_id_agent_instance_id_started_at_null_parent_span_id"
+    children = "idx_agent_spans_parent_span_id_started_at_set_parent_span_id"
+    # Each partial index holds the rows its condition names, and nothing else.
+    assert raw.execute(f"SELECT id FROM agent_spans INDEXED BY [{top}]"
+                       " WHERE account_id = 'a' AND agent_instance_id = 'r'"
+                       " AND parent_span_id IS NULL").fetchall() == [("s1",)]
+    assert raw.execute(f"SELECT id FROM agent_spans INDEXED BY [{children}]"
+                       " WHERE parent_span_id = 's1'").fetchall() == [("s2",)]
+    assert top in _plan(raw, "account_id = 'a' AND agent_instance_id = 'r'"
+                             " AND [parent_span_id] IS NULL")
+    assert children in _plan(raw, "account_id = 'a' AND [parent_span_id] = 's1'")
+    assert children in _plan(raw, "[parent_span_id] = 's1' AND agent_instance_id != 'r'")
+
+
+def test_indexes_of_an_older_layout_are_replaced(path: Path) -> None:
+    SQLiteStore(path).close()
+    raw = _raw(path)
+    # The spans' indexes as they were before the partial ones.
+    raw.execute("DROP INDEX idx_agent_spans_parent_span_id_started_at_set_parent_span_id")
+    raw.execute("CREATE INDEX idx_agent_spans_parent_span_id ON agent_spans (parent_span_id)")
+    raw.execute("CREATE INDEX idx_agent_spans_account_id_agent_instance_id_parent_span_id"
+                "_started_at ON agent_spans (account_id, agent_instance_id, parent_span_id,"
+                " started_at)")
+    raw.execute("CREATE INDEX kept_by_an_operator ON agent_spans (schema_name)")
+    SQLiteStore(path).close()
+    names = {row[1] for row in raw.execute("PRAGMA index_list(agent_spans)")}
+    assert names == {
+        "sqlite_autoindex_agent_spans_1", "kept_by_an_operator",
+        "idx_agent_spans_agent_instance_id_started_at", "idx_agent_spans_agent_id_started_at",
+        "idx_agent_spans_parent_span_id_started_at_set_parent_span_id",
+        "idx_agent_spans_account_id_agent_instance_id_started_at_null_parent_span_id",
+    }
+
+
 def test_a_newer_schema_is_refused(store: SQLiteStore, path: Path) -> None:
     store.put("teams", {"id": "t1"})
     store.close()
