@@ -72,11 +72,6 @@ class _Budget:
     def __init__(self, units: int) -> None:
         self.remaining = units
 
-    def spend(self, units: int) -> None:
-        self.remaining -= units
-        if self.remaining < 0:
-            raise BudgetExceeded("the template exceeded its operation budget")
-
 
 # The budget of the render in progress on this thread or task; None outside renders.
 _BUDGET: ContextVar[_Budget | None] = ContextVar("governance_template_budget", default=None)
@@ -103,7 +98,9 @@ def spend(units: int) -> None:
     budget = _BUDGET.get()
     if budget is None:
         raise NotRendering
-    budget.spend(units)
+    budget.remaining -= units
+    if budget.remaining < 0:
+        raise BudgetExceeded("the template exceeded its operation budget")
 
 
 def units(value: object) -> int:
