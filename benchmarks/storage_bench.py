@@ -152,9 +152,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="storage-bench-") as directory:
         figures = measure(Path(directory), args.single, args.batches, args.repeat)
     indexes = len(TABLES[TABLE].wanted_indexes())
+    partial = len(TABLES[TABLE].partial)
     print(
         f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, table {TABLE}"
-        f" ({indexes} indexes besides the primary key), WAL, synchronous=NORMAL,"
+        f" ({indexes} indexes besides the primary key, {partial} of them partial), WAL,"
+        " synchronous=NORMAL,"
         f" median of {args.repeat} runs"
     )
     print(f"{'':34}{'SQLiteStore':>12}{'raw sqlite3':>13}{'ratio':>8}{'raw id+data':>13}")
