@@ -89,47 +89,6 @@ class Usage:
         )
 
 
-@attrs.frozen
-class _Form:
-    input: str
-    output: str
-    cache_read: str
-    input_includes_cached: bool
-
-
-# Decisions 10's forms, in the order they are looked for within one payload.
-_FORMS: Final = (
-    _Form(
-        "token_usage.prompt_tokens",
-        "token_usage.completion_tokens",
-        "token_usage.prompt_tokens_details.cached_tokens",
-        input_includes_cached=True,
-    ),
-    _Form(
-        "usage.input_tokens",
-        "usage.output_tokens",
-        "usage.cache_read_input_tokens",
-        input_includes_cached=False,
-    ),
-    _Form("tokens.input", "tokens.output", "tokens.cacheRead", input_includes_cached=False),
-    _Form(
-        "gen_ai.usage.input_tokens",
-        "gen_ai.usage.output_tokens",
-        "gen_ai.usage.cache_read.input_tokens",
-        input_includes_cached=True,
-    ),
-)
-_MODEL_PATHS: Final = (
-    "model",
-    "model_name",
-    "gen_ai.request.model",
-    "inputs.ai.model.id",
-    "inputs.langchain.model.name",
-)
-_PROVIDER_PATHS: Final = ("provider", "gen_ai.provider.name", "inputs.ai.model.provider")
-_MISSING: Final = object()
-
-
 def _ways(parts: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     """Every way to follow a dotted path whose dots may be literal in keys or nesting.
 
@@ -145,14 +104,76 @@ def _ways(parts: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     )
 
 
-@functools.cache
-def _routes(dotted: str) -> tuple[tuple[str, ...], ...]:
+_Ways = tuple[tuple[str, ...], ...]
+
+
+def _routes(dotted: str) -> _Ways:
     return _ways(tuple(dotted.split(".")))
 
 
-def _path(value: object, dotted: str) -> object:
-    """Follow ``dotted`` into ``value`` the first way that leads somewhere (see :func:`_ways`)."""
-    for way in _routes(dotted):
+def _first_keys(*routes: _Ways) -> frozenset[str]:
+    """Every top-level key one of ``routes`` starts with: a payload holding none is passed over."""
+    return frozenset(way[0] for ways in routes for way in ways)
+
+
+@attrs.frozen
+class _Form:
+    """A form of token counts (decisions 10), each path's ways worked out once."""
+
+    input: _Ways
+    output: _Ways
+    cache_read: _Ways
+    input_includes_cached: bool
+    first_keys: frozenset[str]
+
+    @classmethod
+    def of(cls, input: str, output: str, cache_read: str, *, input_includes_cached: bool) -> _Form:
+        """The form whose counts stand at three dotted paths."""
+        ways = (_routes(input), _routes(output), _routes(cache_read))
+        return cls(*ways, input_includes_cached, _first_keys(*ways))
+
+
+# Decisions 10's forms, in the order they are looked for within one payload.
+_FORMS: Final = (
+    _Form.of(
+        "token_usage.prompt_tokens",
+        "token_usage.completion_tokens",
+        "token_usage.prompt_tokens_details.cached_tokens",
+        input_includes_cached=True,
+    ),
+    _Form.of(
+        "usage.input_tokens",
+        "usage.output_tokens",
+        "usage.cache_read_input_tokens",
+        input_includes_cached=False,
+    ),
+    _Form.of("tokens.input", "tokens.output", "tokens.cacheRead", input_includes_cached=False),
+    _Form.of(
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "gen_ai.usage.cache_read.input_tokens",
+        input_includes_cached=True,
+    ),
+)
+_USAGE_KEYS: Final = frozenset().union(*(form.first_keys for form in _FORMS))
+_MODEL_PATHS: Final = tuple(_routes(path) for path in (
+    "model",
+    "model_name",
+    "gen_ai.request.model",
+    "inputs.ai.model.id",
+    "inputs.langchain.model.name",
+))
+_MODEL_KEYS: Final = _first_keys(*_MODEL_PATHS)
+_PROVIDER_PATHS: Final = tuple(
+    _routes(path) for path in ("provider", "gen_ai.provider.name", "inputs.ai.model.provider")
+)
+_PROVIDER_KEYS: Final = _first_keys(*_PROVIDER_PATHS)
+_MISSING: Final = object()
+
+
+def _follow(value: object, ways: _Ways) -> object:
+    """Follow a dotted path into ``value`` the first way that leads somewhere (:func:`_ways`)."""
+    for way in ways:
         found = value
         for key in way:
             if (type(found) is dict or isinstance(found, Mapping)) and key in found:
@@ -166,6 +187,9 @@ def _path(value: object, dotted: str) -> object:
 
 def _count(value: object) -> int | None:
     """Read a token count; anything but a whole number in 0..MAX_TOKEN_COUNT is no count."""
+    if type(value) is int:
+        # The usual case, by exact type (a bool is no count).
+        return value if 0 <= value <= MAX_TOKEN_COUNT else None
     if isinstance(value, bool):
         return None
     if isinstance(value, float):
@@ -181,42 +205,36 @@ def _count(value: object) -> int | None:
     return value
 
 
-def _name(payload: object, paths: tuple[str, ...]) -> str | None:
+def _name(payload: object, paths: tuple[_Ways, ...], first_keys: frozenset[str]) -> str | None:
     if (type(payload) is dict or isinstance(payload, Mapping)) and payload.keys().isdisjoint(
-        _first_keys_of(paths)
+        first_keys
     ):
         return None
-    for dotted in paths:
-        value = _path(payload, dotted)
+    for ways in paths:
+        value = _follow(payload, ways)
         if isinstance(value, str) and value.strip() and len(value) <= MAX_NAME_LENGTH:
             return value.strip()
     return None
-
-
-@functools.cache
-def _first_keys_of(paths: tuple[str, ...]) -> frozenset[str]:
-    """Every top-level key one of ``paths`` can start with (dots literal or nesting)."""
-    return frozenset(way[0] for path in paths for way in _routes(path))
-
-
-# Each form with the keys its paths can start with: a payload holding none is passed over.
-_FORMS_BY_FIRST_KEYS: Final = tuple(
-    (form, _first_keys_of((form.input, form.output, form.cache_read))) for form in _FORMS
-)
 
 
 def _counts(payload: object) -> tuple[int, int, int] | None:
     if type(payload) is not dict and not isinstance(payload, Mapping):
         return None
     keys = payload.keys()
-    for form, first_keys in _FORMS_BY_FIRST_KEYS:
-        if keys.isdisjoint(first_keys):
+    if keys.isdisjoint(_USAGE_KEYS):
+        return None
+    for form in _FORMS:
+        if keys.isdisjoint(form.first_keys):
             # None of the form's paths can start in this payload.
             continue
-        found = [_count(_path(payload, p)) for p in (form.input, form.output, form.cache_read)]
-        if all(count is None for count in found):
+        input_tokens = _count(_follow(payload, form.input))
+        output_tokens = _count(_follow(payload, form.output))
+        cache_read = _count(_follow(payload, form.cache_read))
+        if input_tokens is None and output_tokens is None and cache_read is None:
             continue
-        input_tokens, output_tokens, cache_read = (count or 0 for count in found)
+        input_tokens, output_tokens, cache_read = (
+            input_tokens or 0, output_tokens or 0, cache_read or 0
+        )
         if form.input_includes_cached:
             input_tokens = max(input_tokens - cache_read, 0)
         return input_tokens, output_tokens, cache_read
@@ -245,8 +263,10 @@ def extract_usage(payload: object, result_payload: object) -> Usage | None:
         if counts is None:
             continue
         return Usage(
-            model=_name(source, _MODEL_PATHS) or _name(other, _MODEL_PATHS),
-            provider=_name(source, _PROVIDER_PATHS) or _name(other, _PROVIDER_PATHS),
+            model=_name(source, _MODEL_PATHS, _MODEL_KEYS)
+            or _name(other, _MODEL_PATHS, _MODEL_KEYS),
+            provider=_name(source, _PROVIDER_PATHS, _PROVIDER_KEYS)
+            or _name(other, _PROVIDER_PATHS, _PROVIDER_KEYS),
             input=counts[0],
             output=counts[1],
             cache_read=counts[2],
