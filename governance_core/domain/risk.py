@@ -144,9 +144,8 @@ def run_total_score(
         (version_id, id(ruleset)), lambda: (ruleset, _type_scores(schema_version, ruleset))
     )
     # The kept entry holds its ruleset, so no other ruleset can have its id while it is kept.
-    scores = kept[1] if kept is not None and kept[0] is ruleset else _type_scores(
-        schema_version, ruleset
-    )
+    assert kept is not None and kept[0] is ruleset
+    scores = kept[1]
     counts: Mapping[str, int] = instance.get("span_schema_counts") or {}
     return sum(
         (scores.get(name, _ZERO) * count for name, count in counts.items() if count > 0), _ZERO

@@ -13,7 +13,7 @@ from typing import Any, get_args
 
 from governance_core import jsontext
 from governance_core.storage.protocol import Filter, FilterOp, NullsOrder, Record, SortKey
-from governance_core.storage.schema import TABLES, Column, ColumnType, Table
+from governance_core.storage.schema import TABLES, Column, ColumnType
 
 __all__ = [
     "PageQuery",
@@ -55,16 +55,10 @@ def _columns(table: str) -> dict[str, Column]:
 def check_marked(tables: Collection[str]) -> list[str]:
     """Return ``tables`` as a list; ValueError for one the schema does not mark (change_mark)."""
     for table in tables:
-        if not _table(table).marked:
+        _columns(table)
+        if not TABLES[table].marked:
             raise ValueError(f"{table} is not a marked table")
     return list(tables)
-
-
-def _table(name: str) -> Table:
-    try:
-        return TABLES[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown table {name!r}") from None
 
 
 def check_key(table: str, record_id: str) -> None:

@@ -390,6 +390,8 @@ def _order(key: SortKey) -> str:
 
 # -- the schema ------------------------------------------------------------------------------
 _NAME_LENGTH = 63
+
+
 def _migrate(conn: psycopg.Connection[Any]) -> None:
     """Create missing tables, columns (backfilled from ``data``) and indexes, once.
 
@@ -501,9 +503,8 @@ def _migrate_table(
                     sql.SQL(", ").join(
                         sql.SQL("{} NULLS FIRST").format(sql.Identifier(c)) for c in index
                     ),
-                    sql.SQL("") if where is None else sql.SQL(" WHERE {} IS {}").format(
-                        sql.Identifier(where.field),
-                        sql.SQL("NOT NULL" if where.is_set else "NULL"),
+                    sql.SQL("") if where is None else sql.SQL(" WHERE {} {}").format(
+                        sql.Identifier(where.field), sql.SQL(where.test)
                     ),
                 )
             )

@@ -44,6 +44,11 @@ class Where:
         """What an index's name ends with: ``set_<field>`` or ``null_<field>``."""
         return f"{'set' if self.is_set else 'null'}_{self.field}"
 
+    @property
+    def test(self) -> str:
+        """The SQL test of the field's value: ``IS NOT NULL`` or ``IS NULL``."""
+        return "IS NOT NULL" if self.is_set else "IS NULL"
+
 
 @attrs.frozen
 class Table:
@@ -55,8 +60,8 @@ class Table:
 
     ``index_each`` indexes every declared field on its own besides ``indexes``; a table
     written on every span (spans, runs) indexes only what its lists filter and sort on, since
-    each index is one more B-tree every write updates. ``partial`` limits some of ``indexes``
-    to the rows a :class:`Where` names.
+    each index is one more B-tree every write updates. ``partial`` adds indexes that hold only
+    the rows a :class:`Where` names.
     """
 
     name: str
@@ -67,9 +72,10 @@ class Table:
     partial: tuple[tuple[tuple[str, ...], Where], ...] = ()
 
     def wanted_indexes(self) -> list[tuple[str, ...]]:
-        """Every index of the table, as tuples of field names."""
+        """Every index of the table, partial ones included, as tuples of field names."""
         single = [(column.name,) for column in self.columns] if self.index_each else []
-        return single + [index for index in self.indexes if index not in single]
+        declared = [*self.indexes, *(fields for fields, _ in self.partial)]
+        return single + [index for index in declared if index not in single]
 
     def where(self, index: tuple[str, ...]) -> Where | None:
         """The rows ``index`` holds when it is partial, else None (every row)."""
@@ -97,9 +103,6 @@ def _t(
         columns.append(Column(column_name, column_type or "text"))  # type: ignore[arg-type]
     return Table(name, tuple(columns), indexes, index_each, marked, partial)
 
-
-_CHILDREN = ("parent_span_id", "started_at")
-_TOP_LEVEL = ("account_id", "agent_instance_id", "started_at")
 
 TABLES: dict[str, Table] = {
     table.name: table
@@ -147,16 +150,16 @@ TABLES: dict[str, Table] = {
         _t(
             "agent_spans", "agent_instance_id", "agent_id", "parent_span_id", "schema_name",
             "status", "purpose", "started_at", "finished_at",
-            indexes=(
-                ("agent_instance_id", "started_at"), ("agent_id", "started_at"),
-                _CHILDREN, _TOP_LEVEL,
-            ),
+            indexes=(("agent_instance_id", "started_at"), ("agent_id", "started_at")),
             index_each=False,
             # A span is in one of these two: the children of a span, or a run's top-level
             # spans (it leads with the account, so SQLite picks it for the console's tree).
             partial=(
-                (_CHILDREN, Where("parent_span_id", is_set=True)),
-                (_TOP_LEVEL, Where("parent_span_id", is_set=False)),
+                (("parent_span_id", "started_at"), Where("parent_span_id", is_set=True)),
+                (
+                    ("account_id", "agent_instance_id", "started_at"),
+                    Where("parent_span_id", is_set=False),
+                ),
             ),
         ),
         _t(

@@ -522,10 +522,7 @@ def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
             db.execute(f"DROP INDEX [{index.name}]")
     for name, fields in declared.items():
         where = table.where(fields)
-        condition = (
-            "" if where is None
-            else f" WHERE [{where.field}] IS {'NOT NULL' if where.is_set else 'NULL'}"
-        )
+        condition = "" if where is None else f" WHERE [{where.field}] {where.test}"
         columns = ", ".join(f"[{field}]" for field in fields)
         db.execute(f"CREATE INDEX IF NOT EXISTS [{name}] ON [{table.name}] ({columns}){condition}")
 
