@@ -512,10 +512,8 @@ def _migrate_table(
 
 def _index_name(table: Table, fields: tuple[str, ...]) -> str:
     """``<table>__<fields>``, then a partial index's rows, cut to 63 bytes."""
-    where = table.where(fields)
-    parts = (table.name, *fields, *(() if where is None else (where.suffix,)))
     # PostgreSQL keeps the first 63 bytes of a name (every name here is ASCII).
-    return "__".join(parts)[:_NAME_LENGTH]
+    return "__".join((table.name, *table.index_words(fields)))[:_NAME_LENGTH]
 
 
 def _backfill(conn: psycopg.Connection[Any], table: Table, columns: list[Column]) -> None:

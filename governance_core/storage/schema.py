@@ -81,6 +81,11 @@ class Table:
         """The rows ``index`` holds when it is partial, else None (every row)."""
         return next((where for fields, where in self.partial if fields == index), None)
 
+    def index_words(self, index: tuple[str, ...]) -> tuple[str, ...]:
+        """What an adapter names ``index`` after: its fields, then a partial index's rows."""
+        where = self.where(index)
+        return index if where is None else (*index, where.suffix)
+
     def indexed_fields(self) -> set[str]:
         """Every field an index holds or a partial index's rows depend on."""
         return {

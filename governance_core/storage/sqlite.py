@@ -470,8 +470,7 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
             )
         for table in TABLES.values():
             _migrate_table(db, table)
-            if table.marked:
-                _count_changes(conn, table.name)
+        _count_changes(conn, [table.name for table in TABLES.values() if table.marked])
         conn.execute(
             "INSERT OR REPLACE INTO _meta (key, value) VALUES ('schema_version', ?)",
             (str(SCHEMA_VERSION),),
@@ -483,19 +482,20 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
         raise
 
 
-def _count_changes(conn: sqlite3.Connection, table: str) -> None:
-    """Make triggers count every change of ``table`` in ``_changes`` (see ``change_mark``)."""
+def _count_changes(conn: sqlite3.Connection, tables: list[str]) -> None:
+    """Make triggers count every change of the marked tables in ``_changes`` (change_mark)."""
     conn.execute(
         "CREATE TABLE IF NOT EXISTS _changes (name TEXT PRIMARY KEY, count INTEGER NOT NULL)"
     )
-    conn.execute("INSERT OR IGNORE INTO _changes (name, count) VALUES (?, 0)", (table,))
-    for event in ("INSERT", "UPDATE", "DELETE"):
-        conn.execute(
-            f"CREATE TRIGGER IF NOT EXISTS [{table}_{event.lower()}_counted]"
-            f" AFTER {event} ON [{table}] BEGIN"
-            f" UPDATE _changes SET count = count + 1 WHERE name = '{table}';"
-            " END"
-        )
+    for table in tables:
+        conn.execute("INSERT OR IGNORE INTO _changes (name, count) VALUES (?, 0)", (table,))
+        for event in ("INSERT", "UPDATE", "DELETE"):
+            conn.execute(
+                f"CREATE TRIGGER IF NOT EXISTS [{table}_{event.lower()}_counted]"
+                f" AFTER {event} ON [{table}] BEGIN"
+                f" UPDATE _changes SET count = count + 1 WHERE name = '{table}';"
+                " END"
+            )
 
 
 def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
@@ -529,8 +529,7 @@ def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
 
 def _index_name(table: Table, fields: tuple[str, ...]) -> str:
     """``idx_<table>_<fields>`` (as sqlite-utils names them), then a partial index's rows."""
-    where = table.where(fields)
-    return "_".join(("idx", table.name, *fields, *(() if where is None else (where.suffix,))))
+    return "_".join(("idx", table.name, *table.index_words(fields)))
 
 
 def _where(filters: Sequence[Filter]) -> tuple[str, list[Any]]:
