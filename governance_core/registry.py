@@ -43,7 +43,9 @@ class Operation:
     """A registered operation.
 
     ``write`` operations run in a transaction and, when ``idempotent`` (every one but bulk,
-    whose items carry their own keys), store their response under the request's key.
+    whose items carry their own keys), store their response under the request's key. A
+    ``batch`` operation (bulk) writes many records in that transaction: they are kept and
+    written together as it commits.
     """
 
     name: str
@@ -52,6 +54,7 @@ class Operation:
     scopes: frozenset[TokenScope]
     authenticated: bool = True
     idempotent: bool = True
+    batch: bool = False
 
     @property
     def summary(self) -> str:
@@ -69,12 +72,13 @@ def operation(
     scopes: Collection[TokenScope] = ACCOUNT,
     authenticated: bool = True,
     idempotent: bool = True,
+    batch: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Mark ``handler`` as operation ``name``, for a :class:`Registry` built from its module."""
 
     def mark(handler: Handler) -> Handler:
         described = Operation(
-            name, handler, write, frozenset(scopes), authenticated, idempotent
+            name, handler, write, frozenset(scopes), authenticated, idempotent, batch
         )
         setattr(handler, _MARK, described)
         return handler

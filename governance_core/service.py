@@ -40,7 +40,7 @@ from governance_core.recording import Run
 from governance_core.registry import Operation, Registry
 from governance_core.rules.cost import load_catalogue
 from governance_core.storage import open_store
-from governance_core.storage.protocol import ChangeMarks, Filter, Store
+from governance_core.storage.protocol import BatchedWrites, ChangeMarks, Filter, Store
 from governance_core.storage.write_behind import WriteBehindStore
 
 __all__ = ["WRITE_ATTEMPTS", "Bootstrap", "Governance", "Session"]
@@ -85,9 +85,12 @@ class Governance:
         registry: Registry | None = None,
     ) -> None:
         self.store: Store = store
-        # Operations work through it: a run rewritten by many spans of one transaction is
-        # written once.
-        self._operations_store: Store = WriteBehindStore(store)
+        # Operations work through it: a run rewritten by many spans of a bulk request is
+        # written once, and a store reached over the network gets a transaction's writes
+        # together.
+        self._operations_store = WriteBehindStore(
+            store, every_transaction=isinstance(store, BatchedWrites)
+        )
         self.clock = clock
         self.ids = ids or IdFactory()
         self.config = config or Config()
@@ -262,7 +265,7 @@ class Governance:
         outer = getattr(self._writing, "active", False)
         self._writing.active = True
         try:
-            with self._operations_store.transaction():
+            with self._operations_store.batch():
                 yield
         finally:
             self._writing.active = outer
@@ -310,7 +313,8 @@ class Governance:
     ) -> dict[str, Any]:
         """Run a write operation in one transaction, replaying a known idempotency key."""
         ctx = self.context(principal)
-        with self._operations_store.transaction():
+        store = self._operations_store
+        with store.batch() if op.batch else store.transaction():
             if key is None or principal is None or not op.idempotent:
                 return op.handler(ctx, Fields(params))
             request = IdempotentRequest(principal.account_id, op.name, key, params)

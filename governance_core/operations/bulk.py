@@ -14,7 +14,7 @@ from governance_core.registry import ANY_SCOPE, operation
 __all__ = ["run_bulk"]
 
 
-@operation(BULK, write=True, scopes=ANY_SCOPE, idempotent=False)
+@operation(BULK, write=True, scopes=ANY_SCOPE, idempotent=False, batch=True)
 def run_bulk(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Run several operations in order, stopping at the first that fails (``{status, outputs}``).
 

@@ -11,6 +11,12 @@ kept records costs the inner store nothing, since the inner store's own savepoin
 only when something is passed on to it inside one. Outside a transaction it passes
 everything through.
 
+Built with ``every_transaction=False``, it keeps records only inside
+:meth:`~WriteBehindStore.batch`, and a plain transaction is the inner store's own: a
+transaction that writes each record once gains nothing from being kept when the inner store
+is in-process (SQLite, memory), where one reached over the network (PostgreSQL) gains one
+round trip for all its writes.
+
 What it keeps never changes what a caller sees:
 
 - a record is checked and encoded when it is put, so a record the inner store would refuse
@@ -81,23 +87,43 @@ class _Memory(threading.local):
 
 
 class WriteBehindStore:
-    """Wraps ``inner``, keeping the records of ``tables`` (default: all) within each transaction."""
+    """Wraps ``inner``, keeping the records of ``tables`` (default: all) within a transaction.
 
-    def __init__(self, inner: Store, tables: Collection[str] = tuple(TABLES)) -> None:
+    Every transaction keeps them, or with ``every_transaction=False`` only a :meth:`batch`.
+    """
+
+    def __init__(
+        self,
+        inner: Store,
+        tables: Collection[str] = tuple(TABLES),
+        *,
+        every_transaction: bool = True,
+    ) -> None:
         self.inner = inner
         self._tables = frozenset(tables)
+        self._every_transaction = every_transaction
         self._memory = _Memory()
         self._preparing: PreparedWrites | None = (
             inner if isinstance(inner, PreparedWrites) else None
         )
         self._batching: BatchedWrites | None = inner if isinstance(inner, BatchedWrites) else None
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> AbstractContextManager[None]:
         """The inner store's transaction; kept records are passed on before it commits.
 
         A nested block opens the inner store's savepoint only once something is passed on
-        inside it.
+        inside it. Without ``every_transaction``, a transaction outside a :meth:`batch` is the
+        inner store's own.
+        """
+        if self._memory.depth == 0 and not self._every_transaction:
+            return self.inner.transaction()
+        return self.batch()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """A transaction that keeps its records, whatever ``every_transaction`` says.
+
+        Inside another transaction it is a nested block of it, kept as that one is.
         """
         memory = self._memory
         if memory.depth == 0:

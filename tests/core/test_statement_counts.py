@@ -79,9 +79,11 @@ def test_a_span_create_runs_the_statements_its_rules_need() -> None:
         "SELECT _changes",
         "BEGIN",
         "SELECT idempotency_keys", "SELECT agent_instances",
-        "SELECT agents", "SELECT risk_profiles",
-        # What the create wrote is written as the transaction ends, table by table.
-        "INSERT agent_spans", "INSERT agent_instances", "INSERT agents",
+        # A single create writes each record once, so each is written as it is put (only a
+        # batch keeps its records to write them together).
+        "INSERT agent_spans", "INSERT agent_instances",
+        "SELECT agents", "INSERT agents",
+        "SELECT risk_profiles",
         "INSERT idempotency_keys",
         "COMMIT",
     ]

@@ -54,3 +54,10 @@ class TestWriteBehindOverSQLite(StoreContract):
 class TestWriteBehindOverMemory(StoreContract):
     def make_store(self) -> Store:
         return WriteBehindStore(MemoryStore(), tables=TABLES)
+
+
+class TestWriteBehindBatchesOnlyOverSQLite(StoreContract):
+    """As operations work through it on SQLite: only a batch keeps, a transaction is SQLite's."""
+
+    def make_store(self) -> Store:
+        return WriteBehindStore(SQLiteStore(":memory:"), tables=TABLES, every_transaction=False)

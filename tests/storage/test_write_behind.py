@@ -162,3 +162,53 @@ def test_a_record_the_store_would_refuse_fails_its_put_inside_a_transaction(
             store.put("teams", record)  # type: ignore[arg-type]
         store.put("teams", {"id": "t2", "name": "kept"})
     assert [r["id"] for r in inner.query("teams")] == ["t2"]
+
+
+# -- keeping only batches -----------------------------------------------------------------------
+def test_a_plain_transaction_is_the_inner_stores_own_when_only_batches_keep(
+    inner: CountingStore,
+) -> None:
+    store = WriteBehindStore(inner, every_transaction=False)
+    with store.transaction():
+        record = store.get("agents", "a1")
+        assert record is not None
+        store.put("agents", {**record, "name": "at once"})
+        # Written at once, not kept: the inner store holds it inside the transaction.
+        assert inner.puts == 1
+        assert inner.get("agents", "a1") == {"id": "a1", "name": "at once", "account_id": "acc"}
+        with pytest.raises(RuntimeError), store.transaction():
+            store.put("agents", {"id": "a2", "name": "never", "account_id": "acc"})
+            raise RuntimeError
+    assert inner.get("agents", "a2") is None
+    assert [r["name"] for r in inner.query("agents")] == ["at once"]
+
+
+def test_a_batch_keeps_its_records_when_only_batches_keep(inner: CountingStore) -> None:
+    store = WriteBehindStore(inner, every_transaction=False)
+    with store.batch():
+        for number in range(50):
+            record = store.get("agents", "a1")
+            assert record is not None
+            with store.transaction():
+                store.put("agents", {**record, "name": f"name {number}"})
+        with pytest.raises(RuntimeError), store.transaction():
+            store.put("agents", {"id": "a2", "name": "taken back", "account_id": "acc"})
+            raise RuntimeError
+    assert (inner.gets, inner.puts) == (1, 1)
+    assert inner.get("agents", "a1") == {"id": "a1", "name": "name 49", "account_id": "acc"}
+    assert inner.get("agents", "a2") is None
+
+
+def test_a_batch_inside_a_plain_transaction_is_a_savepoint_of_it(inner: CountingStore) -> None:
+    store = WriteBehindStore(inner, every_transaction=False)
+    with store.transaction():
+        store.put("agents", {"id": "a2", "name": "plain", "account_id": "acc"})
+        with pytest.raises(RuntimeError), store.batch():
+            store.put("agents", {"id": "a3", "name": "taken back", "account_id": "acc"})
+            raise RuntimeError
+        with store.batch():
+            store.put("agents", {"id": "a4", "name": "batched", "account_id": "acc"})
+            assert inner.get("agents", "a4") is None
+        # Passed on as the batch ended, inside the transaction.
+        assert inner.get("agents", "a4") == {"id": "a4", "name": "batched", "account_id": "acc"}
+    assert [r["id"] for r in inner.query("agents")] == ["a1", "a2", "a4"]
