@@ -68,9 +68,13 @@ CANDIDATES: dict[str, list[str]] = {
         "-m", "granian", "--interface", "wsgi", "--workers", str(WORKERS), "--host", HOST,
         "--port", "{port}", "--factory", FACTORY, "--log-level", "warning",
     ],
-    f"granian wsgi x{WORKERS}, 4 threads (serve)": [
+    f"granian wsgi x{WORKERS}, 4 threads": [
         "-m", "granian", "--interface", "wsgi", "--workers", str(WORKERS), "--blocking-threads",
         "4", "--host", HOST, "--port", "{port}", "--factory", FACTORY, "--log-level", "warning",
+    ],
+    f"granian wsgi x{WORKERS}, 1 thread (serve)": [
+        "-m", "granian", "--interface", "wsgi", "--workers", str(WORKERS), "--blocking-threads",
+        "1", "--host", HOST, "--port", "{port}", "--factory", FACTORY, "--log-level", "warning",
     ],
     "waitress, 8 threads": [
         "-m", "waitress", "--threads=8", f"--host={HOST}", "--port={port}", "--call", FACTORY,

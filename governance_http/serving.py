@@ -25,11 +25,11 @@ from governance_http.settings import (
     BASE_URL_VARIABLE,
     DB_ENVIRONMENT_VARIABLE,
     DEFAULT_DB,
-    DEFAULT_THREADS,
     ENCRYPTION_KEY_VARIABLE,
     LOG_LEVELS,
     PRICE_OVERRIDES_VARIABLE,
     default_db,
+    default_threads,
     file_path,
     open_governance,
 )
@@ -38,7 +38,6 @@ __all__ = [
     "BASE_URL_VARIABLE",
     "DB_ENVIRONMENT_VARIABLE",
     "DEFAULT_DB",
-    "DEFAULT_THREADS",
     "ENCRYPTION_KEY_VARIABLE",
     "LOG_LEVELS",
     "PRICE_OVERRIDES_VARIABLE",
@@ -120,7 +119,7 @@ def serve(
     host: str,
     port: int,
     workers: int | None = None,
-    threads: int = DEFAULT_THREADS,
+    threads: int | None = None,
     log_level: str = "info",
     access_log: bool = True,
 ) -> None:
@@ -129,7 +128,8 @@ def serve(
     Granian was measured fastest of the WSGI servers tried (``benchmarks/serve_bench.py``).
     Each of its ``workers`` processes (default: one per CPU) builds the app through
     :func:`wsgi_app`, so each opens its own connections to the store, and answers requests
-    from ``threads`` threads. Raises :class:`PortInUse` before starting when the port is
+    from ``threads`` threads (default: :func:`~governance_http.settings.default_threads`,
+    1 on SQLite and 4 on PostgreSQL). Raises :class:`PortInUse` before starting when the port is
     taken.
     """
     check_port_free(host, port)
@@ -141,7 +141,7 @@ def serve(
         port=port,
         interface=Interfaces.WSGI,
         workers=workers or os.cpu_count() or 1,
-        blocking_threads=threads,
+        blocking_threads=threads or default_threads(db),
         websockets=False,
         factory=True,
         log_level=LogLevels(log_level),

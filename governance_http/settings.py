@@ -18,11 +18,13 @@ __all__ = [
     "BASE_URL_VARIABLE",
     "DB_ENVIRONMENT_VARIABLE",
     "DEFAULT_DB",
-    "DEFAULT_THREADS",
+    "POSTGRES_THREADS",
+    "SQLITE_THREADS",
     "ENCRYPTION_KEY_VARIABLE",
     "LOG_LEVELS",
     "PRICE_OVERRIDES_VARIABLE",
     "default_db",
+    "default_threads",
     "file_path",
     "open_governance",
     "shown_location",
@@ -34,9 +36,15 @@ ENCRYPTION_KEY_VARIABLE = "GOVERNANCE_ENCRYPTION_KEY"
 PRICE_OVERRIDES_VARIABLE = "GOVERNANCE_PRICE_OVERRIDES"
 BASE_URL_VARIABLE = "GOVERNANCE_BASE_URL"
 
-DEFAULT_THREADS = 4
-"""Request threads per worker: enough to overlap reads, few enough that SQLite's one writer
-is not queued behind hundreds of threads (granian's WSGI default is 256 a worker)."""
+SQLITE_THREADS = 1
+"""Request threads per worker on SQLite. A request there holds the GIL but for short SQLite
+calls, so a second thread overlaps little and its switches cost: on 2 cores, 2 workers of one
+thread answered 1.4 times the span creates of 2 workers of 4 threads, and more pings too
+(``docs/serving.md``)."""
+
+POSTGRES_THREADS = 4
+"""Request threads per worker on PostgreSQL: a request waiting on the database lets another
+run meanwhile (granian's WSGI default, 256 a worker, would only queue on the pool)."""
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 """The levels ``governance serve --log-level`` takes (granian's names)."""
@@ -45,6 +53,12 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 def default_db() -> str:
     """The store named by ``$GOVERNANCE_DB``, else ``governance.db`` in the current directory."""
     return os.environ.get(DB_ENVIRONMENT_VARIABLE) or DEFAULT_DB
+
+
+def default_threads(location: str | Path) -> int:
+    """Request threads per worker for the store at ``location``: PostgreSQL's or SQLite's."""
+    is_postgres = str(location).startswith(("postgresql://", "postgres://"))
+    return POSTGRES_THREADS if is_postgres else SQLITE_THREADS
 
 
 def file_path(location: str | Path) -> Path | None:

@@ -18,7 +18,6 @@ from governance_http.cli import admin, reads
 from governance_http.cli.output import DISTRIBUTION, CommandError
 from governance_http.settings import (
     DB_ENVIRONMENT_VARIABLE,
-    DEFAULT_THREADS,
     LOG_LEVELS,
     default_db,
 )
@@ -118,8 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
     serve.add_argument("--workers", type=int, default=None,
                        help="worker processes (default: one per CPU)")
-    serve.add_argument("--threads", type=int, default=DEFAULT_THREADS,
-                       help="request threads per worker")
+    serve.add_argument("--threads", type=int, default=None,
+                       help="request threads per worker (default: 1 on SQLite, 4 on PostgreSQL)")
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info",
                        help="level of the server's own messages")
     serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
