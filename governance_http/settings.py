@@ -39,7 +39,7 @@ BASE_URL_VARIABLE = "GOVERNANCE_BASE_URL"
 SQLITE_THREADS = 1
 """Request threads per worker on SQLite. A request there holds the GIL but for short SQLite
 calls, so a second thread overlaps little and its switches cost: on 2 cores, 2 workers of one
-thread answered 1.4 times the span creates of 2 workers of 4 threads, and more pings too
+thread answered 1.3 to 1.7 times the span creates of 2 workers of 4 threads
 (``docs/serving.md``)."""
 
 POSTGRES_THREADS = 4
