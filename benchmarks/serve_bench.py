@@ -39,6 +39,7 @@ from servers import HOST, free_port, start_server, stop_server
 
 from governance_core.service import Governance
 from governance_http.serving import DB_ENVIRONMENT_VARIABLE
+from governance_http.settings import SQLITE_THREADS
 
 FACTORY = "governance_http.serving:wsgi_app"
 WORKERS = os.cpu_count() or 2
@@ -72,9 +73,10 @@ CANDIDATES: dict[str, list[str]] = {
         "-m", "granian", "--interface", "wsgi", "--workers", str(WORKERS), "--blocking-threads",
         "4", "--host", HOST, "--port", "{port}", "--factory", FACTORY, "--log-level", "warning",
     ],
-    f"granian wsgi x{WORKERS}, 1 thread (serve)": [
+    f"granian wsgi x{WORKERS}, {SQLITE_THREADS} thread (serve)": [
         "-m", "granian", "--interface", "wsgi", "--workers", str(WORKERS), "--blocking-threads",
-        "1", "--host", HOST, "--port", "{port}", "--factory", FACTORY, "--log-level", "warning",
+        str(SQLITE_THREADS), "--host", HOST, "--port", "{port}", "--factory", FACTORY,
+        "--log-level", "warning",
     ],
     "waitress, 8 threads": [
         "-m", "waitress", "--threads=8", f"--host={HOST}", "--port={port}", "--call", FACTORY,

@@ -13,16 +13,17 @@ from urllib.parse import urlsplit, urlunsplit
 import attrs
 
 from governance_core.service import Governance
+from governance_core.storage import is_postgres_location
 
 __all__ = [
     "BASE_URL_VARIABLE",
     "DB_ENVIRONMENT_VARIABLE",
     "DEFAULT_DB",
-    "POSTGRES_THREADS",
-    "SQLITE_THREADS",
     "ENCRYPTION_KEY_VARIABLE",
     "LOG_LEVELS",
+    "POSTGRES_THREADS",
     "PRICE_OVERRIDES_VARIABLE",
+    "SQLITE_THREADS",
     "default_db",
     "default_threads",
     "file_path",
@@ -57,8 +58,7 @@ def default_db() -> str:
 
 def default_threads(location: str | Path) -> int:
     """Request threads per worker for the store at ``location``: PostgreSQL's or SQLite's."""
-    is_postgres = str(location).startswith(("postgresql://", "postgres://"))
-    return POSTGRES_THREADS if is_postgres else SQLITE_THREADS
+    return POSTGRES_THREADS if is_postgres_location(str(location)) else SQLITE_THREADS
 
 
 def file_path(location: str | Path) -> Path | None:

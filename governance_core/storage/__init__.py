@@ -15,10 +15,18 @@ if TYPE_CHECKING:
     from governance_core.storage.memory import MemoryStore
     from governance_core.storage.sqlite import SQLiteStore
 
-__all__ = ["Filter", "MemoryStore", "Record", "SQLiteStore", "SortKey", "Store", "open_store"]
+__all__ = [
+    "Filter", "MemoryStore", "Record", "SQLiteStore", "SortKey", "Store", "is_postgres_location",
+    "open_store",
+]
 
 _SQLITE_URL = "sqlite:///"
 _POSTGRES_URLS = ("postgresql://", "postgres://")
+
+
+def is_postgres_location(location: object) -> bool:
+    """Whether ``location`` is a PostgreSQL URL (``postgresql://`` or ``postgres://``)."""
+    return isinstance(location, str) and location.startswith(_POSTGRES_URLS)
 
 
 def open_store(location: str | Path) -> Store:
@@ -30,7 +38,7 @@ def open_store(location: str | Path) -> Store:
     ``scheme://`` is ``ValueError``.
     """
     text = str(location)
-    if text.startswith(_POSTGRES_URLS):
+    if is_postgres_location(text):
         from governance_core.storage.postgres import PostgresStore
 
         return PostgresStore(text)

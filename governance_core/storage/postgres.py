@@ -29,6 +29,7 @@ from psycopg import IsolationLevel, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from governance_core.errors import TemporarilyUnavailable, WriteConflict
+from governance_core.storage import is_postgres_location
 from governance_core.storage._common import (
     _fits,
     check_key,
@@ -320,7 +321,7 @@ def _translated() -> Iterator[None]:
 
 def _split_url(url: str) -> tuple[str, dict[str, float]]:
     """The URL without the store's own query parameters, and those parameters."""
-    if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
+    if not is_postgres_location(url):
         raise ValueError(f"a PostgreSQL store needs a postgresql:// URL, not {url!r}")
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
