@@ -31,6 +31,7 @@ from governance_core.storage._common import (
     encode,
     pages_by_id,
 )
+from governance_core.storage._writer_queue import WriterQueue
 from governance_core.storage.protocol import Filter, Record, SortKey
 from governance_core.storage.schema import SCHEMA_VERSION, TABLES, ColumnType, Table
 
@@ -105,6 +106,9 @@ class SQLiteStore:
     would see a database of its own. ``busy_timeout_ms`` is how long a write waits for another
     writer before answering :class:`~governance_core.errors.TemporarilyUnavailable`.
 
+    A file's writers, in every process that opens it through this adapter, queue on a lock file
+    beside it (``<file>-lock``; see :mod:`governance_core.storage._writer_queue`).
+
     A file's WAL is checkpointed by a thread of the store's own, not by a commit: SQLite's
     automatic checkpoint runs inside the commit that crosses 1,000 pages, which made about
     one span write in a hundred take ten times as long as the others.
@@ -123,8 +127,8 @@ class SQLiteStore:
         self._links: list[tuple[threading.Thread, _Link]] = []
         self._links_lock = threading.Lock()
         self._shared_lock = threading.RLock()
-        # The outermost write transactions of this process's threads, one at a time.
-        self._writer = threading.Lock()
+        # The outermost write transactions of a file, one at a time across threads and processes.
+        self._writer = WriterQueue(self.path)
         self._shared = _Link(self._connect()) if self.path == ":memory:" else None
         self._put_sql = {table.name: _put_sql(table) for table in TABLES.values()}
         # The statement reading each set of marked tables' counts, once checked.
@@ -204,15 +208,16 @@ class SQLiteStore:
                     self._writer.release()
 
     def _begin(self, conn: sqlite3.Connection) -> None:
-        """``BEGIN IMMEDIATE``: this process's writers queue on a lock, others are waited for.
+        """``BEGIN IMMEDIATE``, once first in the file's :class:`WriterQueue`.
 
-        Waiting for another process's writer is :func:`_patiently`'s short pauses, not SQLite's
-        busy handler; either wait gives up after ``busy_timeout_ms``.
+        The queue holds this process's writers and those of other processes using this adapter;
+        any other writer of the file is waited for by :func:`_patiently`'s short pauses, not
+        SQLite's busy handler. Either wait gives up after ``busy_timeout_ms``.
         """
         if self._shared is not None:
             conn.execute("BEGIN IMMEDIATE")
             return
-        if not self._writer.acquire(timeout=self.busy_timeout_ms / 1000):
+        if not self._writer.acquire(self.busy_timeout_ms / 1000):
             raise TemporarilyUnavailable(
                 "the database is busy, retry shortly", retry_after_ms=RETRY_AFTER_MS
             )
@@ -357,6 +362,7 @@ class SQLiteStore:
             self._links.clear()
         if self._shared is not None:
             self._shared.conn.close()
+        self._writer.close()
         self._local = threading.local()
 
 
