@@ -20,6 +20,7 @@ import os
 import stat
 import threading
 import time
+import weakref
 
 try:
     import fcntl
@@ -37,7 +38,7 @@ class WriterQueue:
 
     :meth:`acquire` waits at most ``timeout_s`` and tells whether the caller is the writer;
     :meth:`release` lets the next one in. A process forked from the one that opened the queue
-    opens a lock of its own on its first write.
+    closes the inherited lock file at once and opens its own on its first write.
     """
 
     def __init__(self, path: str) -> None:
@@ -92,6 +93,8 @@ class _FileLock:
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._fd_open = True
+        _OPEN.add(self)
         self._state = threading.Condition()
         self._asked = False  # the thread is to take the lock, or is taking it
         self._waiting = False  # a writer waits for what the thread takes
@@ -139,9 +142,20 @@ class _FileLock:
             self._closed = True
             self._state.notify_all()
             if not self._asked:
-                os.close(self._fd)
+                self._close_fd()
             # Else the thread closes it once its flock returns: a number closed under a
             # waiting flock could be reused by another file before the thread lets it go.
+
+    def forget_inherited(self) -> None:
+        """In a forked child: close the parent's open file, so the parent's lock dies with it."""
+        self._closed = True
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self._fd_open:
+            self._fd_open = False
+            _OPEN.discard(self)
+            os.close(self._fd)
 
     def _start_thread(self) -> None:
         if self._thread is None:
@@ -160,10 +174,24 @@ class _FileLock:
             with self._state:
                 self._asked = False
                 if self._closed:
-                    os.close(self._fd)
+                    self._close_fd()
                     return
                 if self._waiting:
                     self._handed = True
                     self._state.notify_all()
                 else:
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+
+_OPEN: weakref.WeakSet[_FileLock] = weakref.WeakSet()
+
+
+def _forget_inherited_locks() -> None:
+    # A child that kept its parent's open lock file would keep the parent's lock held after the
+    # parent died; the child's own writes open a lock file of their own.
+    for lock in list(_OPEN):
+        lock.forget_inherited()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited_locks)

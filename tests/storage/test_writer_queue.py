@@ -123,6 +123,29 @@ def test_a_forked_process_queues_behind_its_parent(path: Path) -> None:
     store.close()
 
 
+def _holds_open(fd: int, inode: int, answer: Connection) -> None:
+    try:
+        answer.send(os.fstat(fd).st_ino == inode)
+    except OSError:
+        answer.send(False)
+
+
+def test_a_forked_child_closes_its_parents_lock_file(path: Path) -> None:
+    # Kept open, it would keep the parent's lock held after the parent died.
+    store = SQLiteStore(path)
+    with store.transaction():
+        store.put("teams", {"id": "opens-the-lock-file"})
+    fd = store._writer._file._fd  # type: ignore[union-attr]
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_holds_open, args=(fd, os.fstat(fd).st_ino, sender))
+    child.start()
+    assert receiver.poll(10)
+    assert receiver.recv() is False
+    child.join()
+    store.close()
+
+
 def test_the_lock_file_has_the_databases_permissions(path: Path) -> None:
     SQLiteStore(path).close()
     os.chmod(path, 0o600)
