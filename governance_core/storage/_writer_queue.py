@@ -116,15 +116,18 @@ class _FileLock:
         return cls(fd)
 
     def acquire(self, timeout_s: float) -> bool:
+        # Only a writer sets _asked, and one writer of this process at a time gets here: read
+        # without the condition, False means the thread is idle.
+        if not self._asked:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                pass
         with self._state:
+            # Unless the thread is still taking the lock for a writer who gave up: this writer
+            # takes it over.
             if not self._asked:
-                try:
-                    fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return True
-                except BlockingIOError:
-                    pass
-                # Otherwise the thread is still taking the lock for a writer who gave up: this
-                # writer takes it over.
                 self._asked = True
                 self._start_thread()
                 self._state.notify_all()
