@@ -10,8 +10,9 @@ reading and answering its next request while the other writes.
 
 ``flock`` cannot time out, so a daemon thread of each process waits on it for the process's
 writer, who gives up after its timeout; the thread then lets the lock go as soon as it gets it.
-Where ``fcntl`` is missing (Windows) or the lock file cannot be opened, only this process's
-threads queue, and other processes are waited for by trying ``BEGIN IMMEDIATE`` again.
+Where ``fcntl`` is missing (Windows), the lock file cannot be opened or ``flock`` fails (some
+network file systems), only this process's threads queue, and other processes are waited for
+by trying ``BEGIN IMMEDIATE`` again.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class _FileLock:
         self._waiting = False  # a writer waits for what the thread takes
         self._handed = False  # the thread took it for the waiting writer
         self._closed = False
+        self._broken = False  # flock failed (some network file systems): writers poll instead
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -118,12 +120,17 @@ class _FileLock:
     def acquire(self, timeout_s: float) -> bool:
         # Only a writer sets _asked, and one writer of this process at a time gets here: read
         # without the condition, False means the thread is idle.
+        if self._broken:
+            return True
         if not self._asked:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return True
             except BlockingIOError:
                 pass
+            except OSError:
+                self._broken = True
+                return True
         with self._state:
             # Unless the thread is still taking the lock for a writer who gave up: this writer
             # takes it over.
@@ -138,7 +145,8 @@ class _FileLock:
             return handed
 
     def release(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        if not self._broken:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         with self._state:
@@ -173,7 +181,17 @@ class _FileLock:
                 self._state.wait_for(lambda: self._asked or self._closed)
                 if self._closed and not self._asked:
                     return
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            except OSError:
+                with self._state:
+                    self._broken = True
+                    self._asked = False
+                    self._handed = self._waiting
+                    self._state.notify_all()
+                    if self._closed:
+                        self._close_fd()
+                return
             with self._state:
                 self._asked = False
                 if self._closed:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import multiprocessing
 import os
 import stat
@@ -166,3 +168,40 @@ def test_without_a_lock_file_writers_still_take_turns(path: Path, tmp_path: Path
     assert queue.acquire(1)
     queue.release()
     queue.close()
+
+
+def _flock_failing_when(monkeypatch: pytest.MonkeyPatch, waiting: bool) -> None:
+    """Make ``flock`` answer ENOLCK, as some network file systems do, when asked to lock.
+
+    ``waiting``: only a lock that waits fails (the queue's thread's), else only one that
+    does not (a writer's first try).
+    """
+    real = fcntl.flock
+
+    def flock(fd: int, operation: int) -> None:
+        locks = bool(operation & fcntl.LOCK_EX)
+        waits = not operation & fcntl.LOCK_NB
+        if locks and waits == waiting:
+            raise OSError(errno.ENOLCK, "No locks available")
+        real(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+
+
+@pytest.mark.parametrize("waiting", [False, True], ids=["first-try", "waiting"])
+def test_where_flock_fails_writers_still_write(
+    path: Path, monkeypatch: pytest.MonkeyPatch, waiting: bool
+) -> None:
+    store = SQLiteStore(path)
+    with store.transaction():
+        store.put("teams", {"id": "opens-the-lock-file"})
+    with _held_by_another_store(path) as let_go:
+        _flock_failing_when(monkeypatch, waiting)
+        threading.Timer(0.1, let_go.set).start()
+        # The queue given up, the other writer is waited for through SQLite's busy answers.
+        with store.transaction():
+            store.put("teams", {"id": "second"})
+    with store.transaction():
+        store.put("teams", {"id": "third"})
+    assert store.count("teams") == 4
+    store.close()
