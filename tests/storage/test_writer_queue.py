@@ -6,6 +6,7 @@ import errno
 import fcntl
 import multiprocessing
 import os
+import signal
 import stat
 import threading
 from collections.abc import Iterator
@@ -204,4 +205,29 @@ def test_where_flock_fails_writers_still_write(
     with store.transaction():
         store.put("teams", {"id": "third"})
     assert store.count("teams") == 4
+    store.close()
+
+
+def _hold_until_killed(path: str, held: Connection) -> None:
+    store = SQLiteStore(path)
+    with store.transaction():
+        store.put("teams", {"id": "never-committed"})
+        held.send("held")
+        threading.Event().wait()
+
+
+def test_a_writer_killed_in_its_transaction_lets_the_next_one_in(path: Path) -> None:
+    store = SQLiteStore(path, busy_timeout_ms=20_000)
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    holder = context.Process(target=_hold_until_killed, args=(str(path), sender))
+    holder.start()
+    assert receiver.poll(30) and receiver.recv() == "held"
+    assert holder.pid is not None
+    threading.Timer(0.2, os.kill, args=(holder.pid, signal.SIGKILL)).start()
+    # Waiting in the queue when the holder dies: the kernel lets its lock go with it.
+    with store.transaction():
+        store.put("teams", {"id": "after"})
+    holder.join()
+    assert [r["id"] for r in store.query("teams")] == ["after"]
     store.close()
