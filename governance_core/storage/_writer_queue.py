@@ -43,7 +43,6 @@ class WriterQueue:
     """
 
     def __init__(self, path: str) -> None:
-        self._lock_path = path + LOCK_SUFFIX
         self._database_path = path
         self._threads = threading.Lock()
         self._file: _FileLock | None = None
@@ -85,7 +84,7 @@ class WriterQueue:
         if self._file_pid != os.getpid():
             # A forked child shares its parent's open lock file, and with it the parent's lock.
             self._file_pid = os.getpid()
-            self._file = _FileLock.open(self._lock_path, self._database_path)
+            self._file = _FileLock.open(self._database_path)
         return self._file
 
 
@@ -105,14 +104,14 @@ class _FileLock:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def open(cls, lock_path: str, database_path: str) -> _FileLock | None:
-        """The lock on ``lock_path``, made with the database's permissions; None if it can't be."""
+    def open(cls, database_path: str) -> _FileLock | None:
+        """The database's lock file, made with its permissions; None if it can't be opened."""
         try:
             mode = stat.S_IMODE(os.stat(database_path).st_mode)
         except OSError:
             mode = 0o644
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
+            fd = os.open(database_path + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
         except OSError:
             return None
         return cls(fd)
