@@ -55,7 +55,7 @@ class ConsoleSession:
 
     def check_csrf(self, sent: str | None) -> bool:
         """Whether ``sent`` is this session's CSRF token (compared in constant time)."""
-        return sent is not None and hmac.compare_digest(sent, self.csrf_token)
+        return sent is not None and hmac.compare_digest(sent.encode(), self.csrf_token.encode())
 
 
 def _digest(text: str) -> str:
@@ -142,7 +142,8 @@ class ConsoleSessions:
             return None
         session_id, nonce, signature = cookie.split(".")
         key = self._key()
-        if not hmac.compare_digest(signature, self._sign(key, f"{session_id}.{nonce}")):
+        expected = self._sign(key, f"{session_id}.{nonce}")
+        if not hmac.compare_digest(signature.encode(), expected.encode()):
             return None
         record = self._store.get(SESSIONS, session_id)
         if record is None or not hmac.compare_digest(record["nonce_hash"], _digest(nonce)):

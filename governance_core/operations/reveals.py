@@ -37,7 +37,8 @@ def marker_at(record: Record, pointer: str) -> bool:
         part = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif (isinstance(node, list) and part.isascii() and part.isdigit()
+              and int(part) < len(node)):
             node = node[int(part)]
         else:
             return False
@@ -68,7 +69,7 @@ def record_reveal(ctx: Context, fields: Fields) -> dict[str, Any]:
     pointer = fields.str("pointer", required=True, max_length=POINTER_MAX)
     if pointer is not None and (
         not record.get("sensitive_encoding")
-        or pointer.split("/")[1] not in MEMBERS
+        or pointer.partition("/")[2].split("/")[0] not in MEMBERS
         or not marker_at(record, pointer)
     ):
         fields.errors.invalid("pointer", "pointer must name a sensitive value of the span")

@@ -52,9 +52,16 @@ RUN_SORTS = {
 SINCE = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 
 
+def _whole_number(raw: str | None, below: int) -> int | None:
+    """``raw`` as a whole number under ``below``, or None: ASCII digits only (not ``²``)."""
+    if raw is None or not raw.isascii() or not raw.isdigit() or len(raw) > len(str(below)):
+        return None
+    number = int(raw)
+    return number if number < below else None
+
+
 def _offset(visit: Visit) -> int:
-    raw = visit.query("offset") or "0"
-    return int(raw) if raw.isdigit() and int(raw) < 10**9 else 0
+    return _whole_number(visit.query("offset"), 10**9) or 0
 
 
 def _scan(visit: Visit, operation: str, **params: Any) -> Iterator[dict[str, Any]]:
@@ -126,7 +133,8 @@ class SignIn:
         form = self.console.read_form(req)
         expected = req.cookies.get(SIGN_IN_COOKIE)
         if (
-            not expected or not hmac.compare_digest(form.get("csrf_token", ""), expected)
+            not expected
+            or not hmac.compare_digest(form.get("csrf_token", "").encode(), expected.encode())
             or not self.console.same_origin(req)
         ):
             self._form(req, resp, 403, "The form expired. Try again.", form.get("next"))
@@ -382,8 +390,7 @@ def run_spans(visit: Visit, run_id: str) -> None:
         "agent_instances/show", agent_instance_id=run_id, redacted="true"
     )["details"]
     parent = visit.query("parent")
-    raw_depth = visit.query("depth") or "0"
-    depth = min(int(raw_depth), MAX_DEPTH) if raw_depth.isdigit() and len(raw_depth) < 4 else 0
+    depth = min(_whole_number(visit.query("depth"), 1000) or 0, MAX_DEPTH)
     template = "span_rows.html" if visit.query("fragment") else "spans.html"
     visit.render(template, run=run, tree=_span_rows(visit, run, parent, _offset(visit), depth))
 

@@ -107,7 +107,8 @@ def test_a_reveal_is_recorded_and_must_name_a_sensitive_value(
     assert made["details"]["token_id"] == alice.token_id
     listed = call("agent_spans/reveals", {"agent_span_id": alice.markup_span_id})
     assert [r["id"] for r in listed["summaries"]] == [made["details"]["id"]]
-    for pointer in ("/payload/note", "/payload", "/id", "payload/secret", "/payload/none/x"):
+    for pointer in ("/payload/note", "/payload", "/id", "payload/secret", "/payload/none/x",
+                    "secret", "/payload/secret/\u00b2"):
         with pytest.raises(ValidationErrors) as raised:
             call("agent_spans/record_reveal",
                  {"agent_span_id": alice.markup_span_id, "pointer": pointer})
