@@ -10,14 +10,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from typing import IO, Any
 
-from governance_core.clock import parse_timestamp
+from governance_core.clock import format_timestamp, parse_timestamp
 from governance_core.rules.cost import PricingCatalogue, cost_breakdown, extract_usage
-from governance_core.service import Governance, Session
+from governance_core.rules.states import INSTANCE, states
+from governance_core.service import Session
 from governance_http.cli.output import (
-    CommandError,
     print_json,
     print_renderable,
     print_table,
@@ -25,13 +24,17 @@ from governance_http.cli.output import (
 )
 from governance_http.cli.stores import (
     account_sessions,
-    all_accounts,
     find_run,
+    one_account,
     open_store,
     pages,
 )
+from governance_http.money import format_money
 
-__all__ = ["export", "parse_since", "runs_list", "runs_show", "span_rows"]
+__all__ = ["RUN_STATUSES", "export", "parse_since", "runs_list", "runs_show", "span_rows"]
+
+RUN_STATUSES: tuple[str, ...] = states(INSTANCE)
+"""Every status a run can be in, read from the core's state table: the ``--status`` choices."""
 
 _RELATIVE = re.compile(r"(\d+)([mhdw])")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -53,7 +56,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 
 def _money(value: object) -> str:
-    return "-" if value is None else f"${Decimal(str(value)):.4f}"
+    return format_money(value, missing="-")
 
 
 def _agent_names(session: Session) -> dict[str, str]:
@@ -70,11 +73,12 @@ def _runs(session: Session, args: argparse.Namespace) -> Iterator[dict[str, Any]
         params["agent_id"] = args.agent
     if args.status:
         params["status"] = args.status
+    if args.since is not None:
+        # The list's own filter on started_at: a run not started yet has no start time, so
+        # it is left out, as GET /agent_instance?start_time= leaves it out.
+        params["start_time"] = format_timestamp(args.since)
     for page in pages(session.call, "agent_instances/list", params):
-        for run in page["summaries"]:
-            if args.since is not None and parse_timestamp(run["inserted_at"]) < args.since:
-                return
-            yield run
+        yield from page["summaries"]
 
 
 def _run_row(run: dict[str, Any], agent_name: str | None) -> dict[str, Any]:
@@ -96,7 +100,10 @@ def _run_row(run: dict[str, Any], agent_name: str | None) -> dict[str, Any]:
 
 
 def runs_list(args: argparse.Namespace) -> int:
-    """Print runs, newest first: status, risk level, cost and span counts."""
+    """Print runs, newest first: status, risk level, cost and span counts.
+
+    ``--since`` keeps the runs started at or after that moment.
+    """
     rows: list[dict[str, Any]] = []
     with open_store(args.db) as gov:
         for session in account_sessions(gov, args.account):
@@ -236,25 +243,15 @@ def _records(session: Session, args: argparse.Namespace) -> Iterator[dict[str, A
         yield from page["summaries"]
 
 
-def _only_or_given_account(gov: Governance, account_id: str | None) -> Session:
-    if account_id is not None:
-        return gov.as_account(account_id)
-    accounts = all_accounts(gov)
-    if len(accounts) != 1:
-        raise CommandError(
-            f"the store holds {len(accounts)} accounts: name one with --account "
-            "(see `governance accounts list`), or a run with --run"
-        )
-    return gov.as_account(accounts[0]["id"])
-
-
 def export(args: argparse.Namespace) -> int:
     """Write a run (with its spans) or an account (everything it recorded) as JSON Lines."""
     with open_store(args.db) as gov:
         if args.run is not None:
             session, _ = find_run(gov, args.run, args.account)
         else:
-            session = _only_or_given_account(gov, args.account)
+            session = one_account(
+                gov, args.account, purpose="to export", alternative=" (or a run with --run ID)"
+            )
         target: Any = (
             nullcontext(sys.stdout) if args.output in (None, "-")
             else open(args.output, "w", encoding="utf-8")  # noqa: SIM115 - closed by the with

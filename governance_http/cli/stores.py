@@ -1,4 +1,10 @@
-"""Opening the store a command names, and reading it through core operations only."""
+"""Opening the store a command names, and reading it through core operations only.
+
+Which accounts a command covers follows one rule: ``--account ID`` names one; without it, a
+command covers every account of the store, and a command that works in one account as a whole
+(``demo`` records into one, ``export`` writes one) takes the store's only account, or is
+refused with the list of accounts to choose from.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ __all__ = [
     "account_sessions",
     "all_accounts",
     "find_run",
+    "one_account",
     "open_store",
     "pages",
 ]
@@ -63,6 +70,29 @@ def account_sessions(gov: Governance, account_id: str | None) -> list[Session]:
     if account_id is not None:
         return [gov.as_account(account_id)]
     return [gov.as_account(account["id"]) for account in all_accounts(gov)]
+
+
+def one_account(
+    gov: Governance, account_id: str | None, *, purpose: str, alternative: str = ""
+) -> Session:
+    """A session over account ``account_id``, or over the store's only account.
+
+    Without ``account_id`` a store holding several accounts (or none) is refused; the message
+    says what naming one is for (``purpose``, such as "to export"), any ``alternative``, and
+    lists each account's id and name.
+    """
+    if account_id is not None:
+        return gov.as_account(account_id)
+    accounts = all_accounts(gov)
+    if len(accounts) == 1:
+        return gov.as_account(accounts[0]["id"])
+    if not accounts:
+        raise CommandError("the store holds no account: create one with `governance init`")
+    listed = "".join(f"\n  {account['id']}  {account['name']}" for account in accounts)
+    raise CommandError(
+        f"the store holds {len(accounts)} accounts; name the one {purpose} with --account ID"
+        f"{alternative}:{listed}"
+    )
 
 
 def find_run(

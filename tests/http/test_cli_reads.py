@@ -14,7 +14,8 @@ import attrs
 import pytest
 
 from governance_core.errors import BadAuthToken
-from governance_core.service import Governance
+from governance_core.rules.states import INSTANCE, states
+from governance_core.service import Governance, Session
 from governance_http.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +48,7 @@ def store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Store:
     db = str(tmp_path / "g.db")
     first = as_json(capsys, "init", "--db", db, "--account-name", "Acme")
     second = as_json(capsys, "accounts", "create", "--db", db, "--account-name", "Globex")
-    assert run(capsys, "demo", "--db", db, "--runs", "2")[0] == 0
+    assert run(capsys, "demo", "--db", db, "--runs", "2", "--account", first["account_id"])[0] == 0
     with Governance.open(db) as gov:
         session = gov.session(second["token"])
         agent = session.details("agents/create", name="Plain agent")
@@ -113,7 +114,7 @@ def test_runs_list_and_its_filters(store: Store, capsys: pytest.CaptureFixture[s
                      and not set(line.strip()) <= {"─", " "}]
     assert header.split() == ["RUN", "AGENT", "STATUS", "RISK", "SCORE", "COST", "SPANS",
                               "FAILED", "ALERTS", "STARTED"]
-    assert "complete   high     293   $0.0419       8        0        1" in rows[1]
+    assert "complete   high     293   $0.04189       8        0        1" in rows[1]
     assert "failed" in rows[0] and "-" in rows[0]
     with pytest.raises(SystemExit) as exited:
         main(["runs", "list", "--db", store.db, "--since", "yesterday"])
@@ -121,6 +122,120 @@ def test_runs_list_and_its_filters(store: Store, capsys: pytest.CaptureFixture[s
     assert "neither an ISO 8601 date-time nor an age" in capsys.readouterr().err
     status, out, _ = run(capsys, "runs", "list", "--db", store.db, "--status", "active")
     assert (status, out.strip()) == (0, "no runs")
+
+
+def _register(session: Session, agent_id: str) -> str:
+    """A pending run of ``agent_id``: registered now, not started."""
+    registered = session.details(
+        "playground/register_loan_application_review_agent_instance", {"agent_id": agent_id}
+    )
+    run_id: str = registered["id"]
+    return run_id
+
+
+def test_since_is_the_start_time_and_a_run_not_started_is_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "since.db")
+    made = as_json(capsys, "init", "--db", db)
+    with Governance.open(db) as gov:
+        session = gov.session(made["token"])
+        agent = session.call("playground/create_loan_application_review_agent")["agent"]
+        # Registered now, started (by the client's clock) in 2020.
+        started_long_ago = _register(session, agent["id"])
+        session.call("agent_instances/start", {"agent_instance_id": started_long_ago,
+                                               "timestamp": "2020-03-01T12:00:00Z"})
+        started_now = _register(session, agent["id"])
+        session.call("agent_instances/start", {"agent_instance_id": started_now})
+        not_started = _register(session, agent["id"])
+
+    def since(moment: str) -> list[str]:
+        return [r["id"] for r in as_json(capsys, "runs", "list", "--db", db, "--since", moment)]
+
+    assert since("2021-01-01") == [started_now]
+    assert since("1h") == [started_now]
+    assert since("2020-03-01T12:00:00Z") == [started_now, started_long_ago]
+    assert since("2020-03-01T12:00:01Z") == [started_now]
+    listed = {r["id"]: r for r in as_json(capsys, "runs", "list", "--db", db)}
+    assert set(listed) == {started_long_ago, started_now, not_started}
+    assert listed[not_started]["started_at"] is None
+
+
+def test_status_takes_every_state_of_the_run_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "states.db")
+    made = as_json(capsys, "init", "--db", db)
+    with Governance.open(db) as gov:
+        session = gov.session(made["token"])
+        agent = session.call("playground/create_loan_application_review_agent")["agent"]
+        terminated = _register(session, agent["id"])
+        session.call("agent_instances/terminate",
+                     {"agent_instance_id": terminated, "reason": "runaway cost"})
+        pending = _register(session, agent["id"])
+    assert "terminated" in states(INSTANCE)
+    for status in states(INSTANCE):
+        rows = as_json(capsys, "runs", "list", "--db", db, "--status", status)
+        expected = {"terminated": [terminated], "pending": [pending]}.get(status, [])
+        assert [r["id"] for r in rows] == expected, status
+    with pytest.raises(SystemExit) as exited:
+        main(["runs", "list", "--db", db, "--status", "stopped"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'stopped'" in capsys.readouterr().err
+    documented = next(line for line in (ROOT / "docs" / "serving.md").read_text().splitlines()
+                      if line.startswith("| `governance runs list"))
+    assert all(f"`{status}`" in documented for status in states(INSTANCE))
+
+
+def test_with_one_account_no_command_needs_account(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "one.db")
+    Governance.open(db).close()
+    status, _, err = run(capsys, "export", "--db", db)
+    assert (status, err) == (
+        1, "error: the store holds no account: create one with `governance init`\n")
+    made = as_json(capsys, "init", "--db", db, "--account-name", "Acme")
+    recorded = as_json(capsys, "demo", "--db", db)
+    with Governance.open(db) as gov:
+        run_record = gov.store.get("agent_instances", recorded["agent_instance_id"])
+        assert run_record is not None and run_record["account_id"] == made["account_id"]
+    listed = as_json(capsys, "runs", "list", "--db", db)
+    assert [r["id"] for r in listed] == [recorded["agent_instance_id"]]
+    status, out, err = run(capsys, "export", "--db", db)
+    records = [json.loads(line) for line in out.splitlines()]
+    assert (status, err) == (0, "")
+    assert records[0] == {**records[0], "type": "account", "id": made["account_id"]}
+    assert [r["id"] for r in records if r["type"] == "agent_instance"] == [
+        recorded["agent_instance_id"]]
+
+
+def test_with_several_accounts_one_rule_for_account(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = store.first["account_id"], store.second["account_id"]
+    choices = f"\n  {first}  Acme\n  {second}  Globex"
+    # A listing covers every account.
+    assert {r["account_id"] for r in as_json(capsys, "runs", "list", "--db", store.db)} == {
+        first, second}
+    # A command working in one account names it, or is refused with the accounts to choose.
+    for command, ask in (
+        ("demo", "to record into with --account ID"),
+        ("export", "to export with --account ID (or a run with --run ID)"),
+    ):
+        status, out, err = run(capsys, command, "--db", store.db)
+        assert (status, out) == (1, ""), command
+        assert err == f"error: the store holds 2 accounts; name the one {ask}:{choices}\n"
+    with Governance.open(store.db) as gov:
+        assert gov.store.count("agent_instances") == 3
+    recorded = as_json(capsys, "demo", "--db", store.db, "--account", second)
+    in_second = as_json(capsys, "runs", "list", "--db", store.db, "--account", second)
+    assert recorded["agent_instance_id"] in {r["id"] for r in in_second}
+    assert len(as_json(capsys, "runs", "list", "--db", store.db, "--account", first)) == 2
+    status, out, _ = run(capsys, "export", "--db", store.db, "--account", second)
+    exported = [json.loads(line) for line in out.splitlines()]
+    assert status == 0 and {r["account_id"] for r in exported[1:]} == {second}
+    assert exported[0]["id"] == second
 
 
 def test_runs_show_prints_the_span_tree(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
@@ -136,12 +251,12 @@ def test_runs_show_prints_the_span_tree(store: Store, capsys: pytest.CaptureFixt
     lines = out.splitlines()
     assert status == 0
     assert lines[0].startswith(f"run {run_id}  complete  risk high (293, critical at 500)  "
-                               "cost $0.0419  8 spans (0 failed)  1 raised alerts")
+                               "cost $0.04189  8 spans (0 failed)  1 raised alerts")
     credit = next(line for line in lines if "Credit bureau check" in line)
     assert credit.startswith("├── ") and "risk high (104)" in credit and "1800 ms" in credit
     nested = lines.index(next(line for line in lines if "Decision letter" in line))
     assert lines[nested].startswith("│   └── Decision letter  complete  600 ms")
-    assert "cost $0.0007" in lines[nested - 1]
+    assert "cost $0.00066" in lines[nested - 1]
     assert lines[-1].startswith("└── Decision quality [quality]")
     status, _, err = run(capsys, "runs", "show", "--db", store.db, "0" * 32)
     assert (status, err.strip()) == (1, f"error: no run {'0' * 32} in this store")
@@ -155,8 +270,6 @@ def test_export_writes_json_lines(
     assert status == 0 and [r["type"] for r in records] == ["agent_instance", "agent_span"]
     assert records[0]["id"] == store.failed_run
 
-    status, _, err = run(capsys, "export", "--db", store.db)
-    assert status == 1 and "the store holds 2 accounts: name one with --account" in err
     target = tmp_path / "acme.jsonl"
     status, out, err = run(capsys, "export", "--db", store.db, "--account",
                            store.first["account_id"], "-o", str(target))
