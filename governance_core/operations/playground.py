@@ -10,7 +10,9 @@ Three operations let a new account see the service work end to end:
 - ``playground/record_loan_application_review_spans`` records a realistic run on it: LLM calls
   to three real models reporting token usage in the clients' forms, a credit bureau check, an
   identity document check with the applicant's national id sent as a sensitive value, an
-  income check, a decision letter, an affordability alert and a quality evaluation.
+  income check, a decision letter, an affordability alert and a quality evaluation; it
+  answers the ids of the spans it recorded (``ids``) and of the alert it raised
+  (``alert_ids``).
 
 Each step runs the registered operation a client would call, in the playground operation's
 transaction, so the demo goes through exactly the checks, aggregates and rules a client's
@@ -410,9 +412,10 @@ def _record_run(recorder: _Recorder) -> None:
 
 @operation("playground/record_loan_application_review_spans", write=True)
 def record_demo_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """Record a realistic loan review run on a playground instance (``{status, ids: [...]}``).
+    """Record a realistic loan review run on a playground instance (``{status, ids, alert_ids}``).
 
-    ``ids`` lists the records made: the spans in order, then the alert.
+    ``ids`` lists the spans it recorded, in order, so each fetches as a span;
+    ``alert_ids`` lists the alert it raised.
     """
     instance = load_instance(ctx, fields.raw("agent_instance_id"))
     fields.done()
@@ -436,4 +439,4 @@ def record_demo_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
     stored = load_instance(ctx, instance["id"])
     if stored["status"] == "active":
         _call(ctx, "agent_instances/finish", {"agent_instance_id": instance["id"]})
-    return success(ids=[*recorder.span_ids, alert["id"]])
+    return success(ids=recorder.span_ids, alert_ids=[alert["id"]])

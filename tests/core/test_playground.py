@@ -124,7 +124,9 @@ def test_the_recorded_run_has_its_summaries_alert_and_quality(
     assert instance["quality_summaries"]["decision_quality"].startswith(
         "Decision quality 4/5 (sound); 4 checks passed (identity, credit, income, policy)."
     )
-    *span_ids, alert_id = run["recorded"]["ids"]
+    recorded = run["recorded"]
+    assert set(recorded) == {"status", "ids", "alert_ids"}
+    span_ids, (alert_id,) = recorded["ids"], recorded["alert_ids"]
     alert = call(gov, boot, "alerts/show", {"alert_id": alert_id})["details"]
     assert alert["name"] == "affordability_concern" and alert["severity"] == "warning"
     assert alert["summary"] == (
@@ -137,6 +139,9 @@ def test_the_recorded_run_has_its_summaries_alert_and_quality(
     assert all(span["summary"] for span in spans)
     assert all(span["payload_validation"]["status"] == "valid" for span in spans)
     assert instance["span_counts"]["complete"] == len(spans) == 8
+    for span_id in span_ids:
+        shown = call(gov, boot, "agent_spans/show", {"agent_span_id": span_id})["details"]
+        assert shown["type"] == "agent_span" and shown["agent_instance_id"] == instance["id"]
 
 
 def test_the_national_id_is_kept_apart(
@@ -155,7 +160,8 @@ def test_recording_again_on_a_finished_run_adds_late_spans(
     gov: Governance, boot: Bootstrap, run: dict[str, Any],
 ) -> None:
     again = call(gov, boot, RECORD, {"agent_instance_id": run["instance"]["id"]})
-    assert len(again["ids"]) == 8 + 1
+    assert len(again["ids"]) == 8 and len(again["alert_ids"]) == 1
+    assert again["alert_ids"] == run["recorded"]["alert_ids"]
     instance = call(gov, boot, "agent_instances/show",
                     {"agent_instance_id": run["instance"]["id"]})["details"]
     assert instance["status"] == "complete" and instance["span_counts"]["total"] == 16
