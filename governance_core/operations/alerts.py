@@ -77,15 +77,36 @@ def raise_operation(ctx: Context, fields: Fields) -> dict[str, Any]:
     return details_envelope(alert_details(written.alert))
 
 
+def _run_acted_on(ctx: Context, instance_id: str) -> Record:
+    """The caller's run ``instance_id``, answered like a path id.
+
+    The run is the resource clearing acts on, so a malformed, unknown, another account's or
+    (for an ingestion token) out-of-reach id is ``not_found``, never a field error.
+    """
+    instance = load_record(ctx, "agent_instance", instance_id.strip())
+    if not in_reach(ctx, instance):
+        raise NotFound("agent_instance not found")
+    return instance
+
+
 def _instance_of_bare_body(ctx: Context, body: object) -> Record:
     """Return the run a bare JSON body names; errors stand at the top level (no field)."""
     if not isinstance(body, str):
         raise InvalidValue("the body must be an agent instance id, or an object")
-    # The run the operation acts on, so answered like a path id: unknown is not_found.
-    instance = load_record(ctx, "agent_instance", body.strip())
-    if not in_reach(ctx, instance):
-        raise NotFound("agent_instance not found")
-    return instance
+    return _run_acted_on(ctx, body)
+
+
+def _instance_of_member(ctx: Context, fields: Fields) -> Record | None:
+    """Return the run the ``agent_instance_id`` member names.
+
+    A missing member or one that is not a string is a field error (collected, None answered);
+    a string that names no run of the caller is ``not_found``.
+    """
+    value = fields.raw("agent_instance_id")
+    if isinstance(value, str) and value.strip():
+        return _run_acted_on(ctx, value)
+    fields.str("agent_instance_id", required=True)  # records why it is missing or no string
+    return None
 
 
 @operation("alerts/clear", write=True, scopes=ANY_SCOPE)
@@ -93,12 +114,13 @@ def clear_operation(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Clear a raised alert.
 
     The body is ``{agent_instance_id, name}``, or a bare instance id with the name in the
-    query; without a name, the run's only raised alert is cleared.
+    query; without a name, the run's only raised alert is cleared. Either way the run is
+    answered like a path id: one the caller cannot see is ``not_found``.
     """
     if fields.body is not None:
         instance: Record | None = _instance_of_bare_body(ctx, fields.body)
     else:
-        instance = read_instance_ref(ctx, fields)
+        instance = _instance_of_member(ctx, fields)
     name = fields.str("name", max_length=NAME_MAX)
     fields.done()
     assert instance is not None

@@ -144,6 +144,33 @@ def test_clear_bare_body_refusals_stand_at_the_top_level(
             world.caller.call("alerts/clear", _body=unknown)
 
 
+def test_clear_by_object_answers_the_run_like_a_path_id(
+    world: SpanWorld, other: Bootstrap
+) -> None:
+    raise_(world)
+    foreign = account_caller(world.gov, other)
+    foreign_run = register_run(foreign, make_agent(foreign)["id"])
+    theirs = foreign.details("alerts/raise", agent_instance_id=foreign_run["id"], name="slow",
+                             severity="info", payload={})
+    # The instance named in the object is the resource cleared on, as in the bare form.
+    for unknown in ("not-an-id", world.agent["id"], "0" * 32, foreign_run["id"]):
+        with pytest.raises(NotFound):
+            world.caller.call("alerts/clear", agent_instance_id=unknown, name="slow")
+    assert foreign.details("alerts/show", alert_id=theirs["id"])["status"] == "raised"
+    with pytest.raises(ValidationErrors) as caught:
+        world.caller.call("alerts/clear", name="slow")
+    assert {k: v.code for k, v in caught.value.errors.items()} == {
+        "agent_instance_id": "required_value"}
+    with pytest.raises(ValidationErrors) as caught:
+        world.caller.call("alerts/clear", agent_instance_id=12, name=["slow"])
+    assert {k: v.code for k, v in caught.value.errors.items()} == {
+        "agent_instance_id": "invalid_value", "name": "invalid_value"}
+    cleared = world.caller.details(
+        "alerts/clear", agent_instance_id=world.instance_id, name="slow"
+    )
+    assert cleared["status"] == "cleared"
+
+
 def test_clear_an_unknown_name_is_alert_unknown(world: SpanWorld) -> None:
     with pytest.raises(AlertUnknown):
         world.caller.call("alerts/clear", agent_instance_id=world.instance_id, name="slow")
