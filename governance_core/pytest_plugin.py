@@ -11,13 +11,15 @@ suite gets these fixtures with no import or configuration:
 ``governance_session``
     A :class:`~governance_core.service.Session` as that token's holder: record runs with
     ``governance_session.run(...)``.
-``governance_server``
-    A real HTTP server on a free port serving ``governance`` as ``/api/v1``, for agents that
-    record through an SDK (:class:`governance_http.testing.GovernanceServer`). It needs the
-    ``http`` extra; without falcon the tests using it are skipped, saying so.
 ``recorded_run``
-    Loads what a run recorded as a :class:`RecordedRun` (the account's newest run when no id
-    is given), whose ``assert_*`` methods fail with a message describing the run.
+    Loads what a run recorded as a :class:`RecordedRun`: ``recorded_run(run)`` takes the
+    recording :class:`~governance_core.recording.Run`, a run's details as the API answers
+    them, or a run id; ``recorded_run()`` the account's newest run. Its ``assert_*`` methods
+    fail with a message describing the run.
+
+``governance_server`` (a server over ``governance`` for agents that record through an SDK)
+is the HTTP package's plugin, :mod:`governance_http.pytest_plugin`, registered by its own
+entry point: the core never imports the HTTP package.
 
 Nothing here imports the library until a fixture is used, so the plugin costs a test suite
 that does not use it nothing.
@@ -26,7 +28,7 @@ that does not use it nothing.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -34,13 +36,11 @@ import pytest
 
 if TYPE_CHECKING:
     from governance_core.service import Bootstrap, Governance, Session
-    from governance_http.testing import GovernanceServer
 
 __all__ = [
     "RecordedRun",
     "governance",
     "governance_bootstrap",
-    "governance_server",
     "governance_session",
     "recorded_run",
 ]
@@ -58,8 +58,42 @@ def _all(session: Session, operation: str, params: dict[str, Any]) -> list[dict[
     return found
 
 
+def _run_id(run: object) -> str:
+    """The id of the run ``run`` stands for (see ``recorded_run``)."""
+    from governance_core.ids import is_pfid
+    from governance_core.recording import Run
+
+    if isinstance(run, Run):
+        return run.id
+    if isinstance(run, Mapping):
+        details = run.get("details")
+        if isinstance(details, Mapping) and "type" not in run:
+            run = details
+        kind, run_id = run.get("type"), run.get("id")
+        if kind != "agent_instance":
+            raise ValueError(
+                "recorded_run takes a run's details (a dict whose type is 'agent_instance'); "
+                f"this dict's type is {kind!r}"
+            )
+        if not is_pfid(run_id):
+            raise ValueError(f"the run's details hold no well-formed id: {run_id!r}")
+        return str(run_id)
+    if isinstance(run, str):
+        if not is_pfid(run.strip()):
+            raise ValueError(f"recorded_run takes a run id; {run!r} is not a well-formed id")
+        return run.strip()
+    raise TypeError(
+        "recorded_run takes a Run, a run's details (a dict) or a run id (a string), "
+        f"not {type(run).__name__}"
+    )
+
+
 class RecordedRun:
     """What one run recorded (details, spans, alerts), with assertions on it.
+
+    ``spans`` are the run's activity spans, what its agent recorded: the spans the service
+    writes for each alert event and quality record are not among them (see ``alerts`` and
+    ``details["quality_payloads"]``), so no span type assertion counts them.
 
     Each ``assert_*`` method raises ``AssertionError`` with a message that names what was
     expected and describes what the run holds; each returns what it checked, for further
@@ -75,10 +109,11 @@ class RecordedRun:
 
     @classmethod
     def load(cls, session: Session, run_id: str) -> RecordedRun:
-        """Read run ``run_id`` through ``session``: its details, spans and alerts."""
+        """Read run ``run_id`` through ``session``: its details, activity spans and alerts."""
         details = session.details("agent_instances/show", {"agent_instance_id": run_id})
-        spans = _all(session, "agent_spans/list",
-                     {"agent_instance_id": run_id, "sorting": "started_at"})
+        spans = _all(session, "agent_spans/list", {
+            "agent_instance_id": run_id, "purpose": "activity", "sorting": "started_at",
+        })
         alerts = _all(session, "alerts/list", {"agent_instance_id": run_id})
         return cls(details, spans, alerts)
 
@@ -274,31 +309,16 @@ def governance_session(governance: Governance, governance_bootstrap: Bootstrap) 
 
 
 @pytest.fixture
-def governance_server(
-    governance: Governance, governance_bootstrap: Bootstrap
-) -> Iterator[GovernanceServer]:
-    """A real server on a free port serving ``governance`` (needs the ``http`` extra)."""
-    pytest.importorskip(
-        "falcon",
-        reason="the governance_server fixture needs the http extra "
-        "(agent-runs-governance[http]; from a checkout: pip install '.[http]')",
-    )
-    from governance_http.testing import GovernanceServer
-
-    server = GovernanceServer(governance, governance_bootstrap.token)
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def recorded_run(governance_session: Session) -> Callable[..., RecordedRun]:
-    """Load what a run recorded: ``recorded_run(run_id)``, or the newest run when no id.
+    """Load what a run recorded: ``recorded_run(run)``, or the newest run when none is given.
 
-    ``recorded_run(run)`` takes a recording :class:`~governance_core.recording.Run` too.
+    ``run`` is a recording :class:`~governance_core.recording.Run`, a run's details as the API
+    answers them (a mapping whose ``type`` is ``agent_instance``, or the ``{status, details}``
+    answer holding one), or a run id. Any other type is a ``TypeError``; a mapping that is not
+    a run's details, or a string that is not a well-formed id, a ``ValueError``.
     """
 
-    def load(run: Any = None) -> RecordedRun:
+    def load(run: object = None) -> RecordedRun:
         __tracebackhide__ = True
         if run is None:
             newest = governance_session.call(
@@ -306,7 +326,7 @@ def recorded_run(governance_session: Session) -> Callable[..., RecordedRun]:
             )["summaries"]
             if not newest:
                 raise AssertionError("no run was recorded in the test account")
-            run = newest[0]["id"]
-        return RecordedRun.load(governance_session, run if isinstance(run, str) else run.id)
+            run = newest[0]
+        return RecordedRun.load(governance_session, _run_id(run))
 
     return load

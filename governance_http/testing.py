@@ -1,6 +1,6 @@
 """A server for tests: the app on a free local port, on a thread of the test process.
 
-The ``governance_server`` fixture of :mod:`governance_core.pytest_plugin` starts one.
+The ``governance_server`` fixture of :mod:`governance_http.pytest_plugin` starts one.
 """
 
 from __future__ import annotations

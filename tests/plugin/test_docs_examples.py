@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugin.conftest import PLUGIN
+from tests.plugin.conftest import BOTH
 
 pytest_plugins = ["pytester"]
 
@@ -20,7 +20,7 @@ def test_the_documented_test_files_pass(user_pytest: pytest.Pytester) -> None:
     files = dict(TEST_FILE.findall(DOC.read_text()))
     assert set(files) == {"test_agent", "test_agent_over_http"}
     user_pytest.makepyfile(**files)
-    result = user_pytest.runpytest("-p", PLUGIN)
+    result = user_pytest.runpytest(*BOTH)
     if importlib.util.find_spec("falcon") is None:  # the core alone: the server test skips
         result.assert_outcomes(passed=1, skipped=1)
     else:

@@ -137,3 +137,71 @@ def test_alerts(governance_session, recorded_run):
         "E *AssertionError: expected alerts: something_else; found over_budget",
         "E *  alerts: over_budget (warning, raised)",
     ])
+
+
+def test_span_assertions_count_the_agents_spans_only(user_pytest: pytest.Pytester) -> None:
+    user_pytest.makepyfile(test_purposes='''
+import pytest
+
+SCHEMA = {"quality_schemas": [{"name": "review_quality"}]}
+
+
+def test_alert_and_quality_records_are_no_span_type(governance_session, recorded_run):
+    agent = governance_session.details("agents/create", name="Reviewer")
+    with governance_session.run(agent_id=agent["id"], agent_version="1",
+                                schema=SCHEMA) as run:
+        with run.span("llm", {"model": "gpt-4o"}):
+            pass
+        run.raise_alert("over_budget", severity="warning")
+        run.clear_alert("over_budget")
+        run.record_quality("review_quality", {"score": 4})
+    recorded = recorded_run(run)
+    assert [span["schema_name"] for span in recorded.spans] == ["llm"]
+    recorded.assert_spans("llm", count=1)
+    recorded.assert_no_spans("over_budget")
+    recorded.assert_no_spans("review_quality")
+    recorded.assert_alerts("over_budget", status="cleared")
+    with pytest.raises(AssertionError, match="expected 'over_budget' spans, found none"):
+        recorded.assert_spans("over_budget")
+    with pytest.raises(AssertionError, match="expected 'review_quality' spans, found none"):
+        recorded.assert_spans("review_quality")
+''')
+    result = user_pytest.runpytest("-p", PLUGIN)
+    result.assert_outcomes(passed=1)
+
+
+def test_recorded_run_takes_a_run_its_details_or_its_id(user_pytest: pytest.Pytester) -> None:
+    user_pytest.makepyfile(test_inputs='''
+import pytest
+
+
+def test_every_form_loads_the_same_run(governance_session, recorded_run):
+    agent = governance_session.details("agents/create", name="Reviewer")
+    with governance_session.run(agent_id=agent["id"], agent_version="1") as run:
+        with run.span("llm", {}):
+            pass
+    answer = governance_session.call("agent_instances/show", {"agent_instance_id": run.id})
+    listed = governance_session.call("agent_instances/list")["summaries"][0]
+    for given in (run, run.id, f"  {run.id} ", answer["details"], answer, listed):
+        loaded = recorded_run(given)
+        assert loaded.id == run.id and loaded.details == answer["details"]
+        loaded.assert_spans("llm", count=1)
+
+
+def test_anything_else_is_refused_clearly(governance_session, recorded_run):
+    agent = governance_session.details("agents/create", name="Reviewer")
+    with pytest.raises(TypeError, match="takes a Run, a run's details .* not int"):
+        recorded_run(42)
+    with pytest.raises(TypeError, match="not list"):
+        recorded_run(["x"])
+    with pytest.raises(ValueError, match="this dict's type is 'agent'"):
+        recorded_run(agent)
+    with pytest.raises(ValueError, match="this dict's type is None"):
+        recorded_run({"id": agent["id"]})
+    with pytest.raises(ValueError, match="hold no well-formed id: None"):
+        recorded_run({"type": "agent_instance"})
+    with pytest.raises(ValueError, match="'run-1' is not a well-formed id"):
+        recorded_run("run-1")
+''')
+    result = user_pytest.runpytest("-p", PLUGIN)
+    result.assert_outcomes(passed=2)
