@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 from typing import Any
 
 from governance_core.errors import NotFound
@@ -16,8 +17,14 @@ from governance_http.cli.output import (
     print_table,
     progress,
 )
-from governance_http.cli.stores import account_sessions, all_accounts, open_store, pages
-from governance_http.settings import BASE_URL_VARIABLE, shown_location
+from governance_http.cli.stores import (
+    account_sessions,
+    all_accounts,
+    one_account,
+    open_store,
+    pages,
+)
+from governance_http.settings import BASE_URL_VARIABLE, default_db, shown_location
 
 __all__ = [
     "accounts_create",
@@ -146,6 +153,14 @@ def tokens_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _token_hint(db: str, accounts: list[dict[str, Any]]) -> str:
+    """Where a token for an existing store comes from: its token was printed at its first start."""
+    account = accounts[0]["id"] if len(accounts) == 1 else "ACCOUNT_ID"
+    location = "" if db == default_db() else f" --db {shlex.quote(shown_location(db))}"
+    return (f"store {shown_location(db)} exists (its token was printed when it was made); "
+            f"make a token with: governance tokens create --account {account}{location}")
+
+
 def serve(args: argparse.Namespace) -> int:
     """Serve the API; a new store is bootstrapped and its token printed, once."""
     try:
@@ -166,6 +181,8 @@ def serve(args: argparse.Namespace) -> int:
             _print_bootstrap(gov.bootstrap(), as_json=False)
         for account in accounts:
             print(f"account {account['id']} {account['name']}")
+    if accounts:
+        print(_token_hint(args.db, accounts))
     address = f"http://{args.host}:{args.port}"
     os.environ.setdefault(BASE_URL_VARIABLE, address)
     print(f"serving {address}/api/v1 and the console at {address}/ from "
@@ -184,16 +201,12 @@ PLAYGROUND = "playground/"
 
 
 def _demo_session(gov: Governance, account_id: str | None) -> Session:
-    if account_id is not None:
-        return gov.as_account(account_id)
-    oldest = gov.call("operator/list_accounts", {"sorting": "inserted_at",
-                                             "pagination[page_size]": 1})["summaries"]
-    if oldest:
-        return gov.as_account(oldest[0]["id"])
-    made = gov.bootstrap()
-    print("a new store; bootstrapped:")
-    _print_bootstrap(made, as_json=False)
-    return gov.as_account(made.account_id)
+    if account_id is None and not all_accounts(gov):
+        made = gov.bootstrap()
+        print("a new store; bootstrapped:")
+        _print_bootstrap(made, as_json=False)
+        return gov.as_account(made.account_id)
+    return one_account(gov, account_id, purpose="to record into")
 
 
 def _record_playground_run(session: Session) -> tuple[dict[str, Any], dict[str, Any]]:

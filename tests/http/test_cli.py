@@ -156,7 +156,8 @@ def test_serve_bootstraps_a_new_store_once_and_answers(served: Served, tmp_path:
     again = Served(tmp_path / "served.db")
     try:
         lines = again.output_until("serving http://")
-        assert not any("token" in line for line in lines)
+        assert not any("pf_" in line for line in lines)
+        assert any("governance tokens create --account" in line for line in lines)
         again.wait_ready()
         assert again.request("/team", token)[0] == 200
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import socket
 import subprocess
 import sys
@@ -14,11 +15,12 @@ import falcon.testing
 import pytest
 
 from governance_core.service import Bootstrap, Governance
+from governance_http import serving
 from governance_http.app import create_app
 from governance_http.cli import main
 from governance_http.requestlog import ACCESS_LOGGER, loggable_path
 from governance_http.serving import PortInUse, check_port_free, logging_config
-from tests.http.server import Served
+from tests.http.server import Served, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,6 +52,58 @@ def test_serve_refuses_a_busy_port_before_touching_the_store(
     assert (status, captured.out) == (1, "")
     assert captured.err.startswith(f"error: port {port} on 127.0.0.1 is in use")
     assert not db.exists()
+
+
+@pytest.fixture
+def not_serving(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """``governance serve`` does everything but start the server; the stores it would serve."""
+    served: list[str] = []
+    monkeypatch.setattr(serving, "serve", lambda db, **options: served.append(str(db)))
+    return served
+
+
+def test_serve_prints_the_token_once_then_how_to_make_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], not_serving: list[str]
+) -> None:
+    db = tmp_path / "store.db"
+    serve = ["serve", "--db", str(db), "--port", str(free_port())]
+    assert main(serve) == 0
+    first = capsys.readouterr().out.splitlines()
+    assert first[0] == f"{db} is a new store; bootstrapped:"
+    account = next(line.split()[-1] for line in first if line.startswith("account_id:"))
+    assert sum(line.startswith("token (shown once, keep it):") for line in first) == 1
+    assert not any("tokens create" in line for line in first)
+
+    assert main(serve) == 0
+    again = capsys.readouterr().out.splitlines()
+    assert not any("pf_" in line for line in again)
+    assert again[:2] == [
+        f"account {account} Default account",
+        f"store {db} exists (its token was printed when it was made); make a token with: "
+        f"governance tokens create --account {account} --db {db}",
+    ]
+    assert not_serving == [str(db), str(db)]
+
+    command = shlex.split(again[1].partition("make a token with: ")[2])
+    assert command[0] == "governance" and main(command[1:]) == 0
+    assert "token (shown once, keep it):" in capsys.readouterr().out
+
+
+def test_serve_on_the_default_store_with_accounts_names_no_store_and_no_account(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    not_serving: list[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GOVERNANCE_DB", raising=False)
+    assert main(["init"]) == 0
+    assert main(["accounts", "create", "--account-name", "Second"]) == 0
+    capsys.readouterr()
+    assert main(["serve", "--port", str(free_port())]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == (
+        "store governance.db exists (its token was printed when it was made); make a token "
+        "with: governance tokens create --account ACCOUNT_ID")
+    assert lines[0].endswith(" Default account") and lines[1].endswith(" Second")
 
 
 def test_logging_config_switches_the_access_log() -> None:
@@ -105,7 +159,9 @@ def test_a_second_server_on_the_port_exits_and_the_first_logs_requests(tmp_path:
     try:
         lines = first.output_until("serving http://")
         assert f"account {made.account_id} Acme\n" in lines
-        assert not any("token" in line for line in lines)
+        assert not any("pf_" in line for line in lines)
+        assert any(f"governance tokens create --account {made.account_id}" in line
+                   for line in lines)
         first.wait_ready()
         second = subprocess.run(
             [sys.executable, "-m", "governance_http", "serve", "--db", str(tmp_path / "b.db"),
