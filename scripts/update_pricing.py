@@ -4,11 +4,11 @@
     python scripts/update_pricing.py --version 1.75.0 # a given release
 
 Downloads the ``litellm`` wheel with ``pip download --no-deps`` (nothing is installed), reads
-``litellm/model_prices_and_context_window_backup.json`` from inside it, keeps the chat and
-completion models and only the fields the library reads, and merges them into the existing
-snapshot: a model the new catalogue no longer lists is kept (clients still report old models),
-a model it lists replaces the stored entry. The file is written with sorted keys, one line per
-model, so a refresh reads well as a diff.
+``litellm/model_prices_and_context_window_backup.json`` from inside it, keeps the chat,
+completion and embedding models and only the fields the library reads, and merges them into
+the existing snapshot: a model the new catalogue no longer lists is kept (clients still report
+old models), a model it lists replaces the stored entry. The file is written with sorted keys,
+one line per model, so a refresh reads well as a diff.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ SOURCE = (
     "LiteLLM model_prices_and_context_window_backup.json, from the litellm wheel on PyPI "
     "(https://pypi.org/project/litellm/)"
 )
-MODES = {"chat", "completion", "responses"}
+MODES = {"chat", "completion", "responses", "embedding"}
+"""Catalogue modes kept: model calls whose usage is priced (embeddings by their input tokens)."""
 FIELDS = (
     "input_cost_per_token",
     "output_cost_per_token",

@@ -11,8 +11,8 @@ import base64
 import functools
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Container, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import attrs
@@ -22,6 +22,7 @@ from governance_core.clock import format_timestamp
 from governance_core.otel.model import Event, Rejection, Span
 
 __all__ = [
+    "DEFAULT_ROOT_WAIT",
     "DEFAULT_SENSITIVE_ATTRIBUTES",
     "DEFAULT_SPAN_TYPES",
     "DEFAULT_VERSION",
@@ -30,6 +31,8 @@ __all__ = [
     "RunTarget",
     "TraceGroup",
     "agent_version_member",
+    "agent_name",
+    "counts_usage",
     "derived_span_id",
     "group_spans",
     "is_root",
@@ -38,6 +41,7 @@ __all__ = [
     "schema_name",
     "span_members",
     "timestamp",
+    "tool_type",
 ]
 
 DEFAULT_SENSITIVE_ATTRIBUTES: Final[tuple[str, ...]] = (
@@ -63,10 +67,26 @@ DEFAULT_SENSITIVE_ATTRIBUTES: Final[tuple[str, ...]] = (
     "embedding.embeddings.*",
     "traceloop.entity.input",
     "traceloop.entity.output",
+    "ai.prompt",
+    "ai.prompt.*",
+    "ai.response.text",
+    "ai.response.toolCalls",
+    "ai.response.object",
+    "ai.response.reasoning",
+    "ai.toolCall.args",
+    "ai.toolCall.result",
+    "ai.value",
+    "ai.values",
+    "ai.embedding",
+    "ai.embeddings",
 )
 """Attributes that carry what a model or a tool was given or produced (messages, prompts,
 arguments, documents): stored as sensitive values, not in the payload. ``*`` matches any
 characters, dots included."""
+
+DEFAULT_ROOT_WAIT: Final = timedelta(hours=1)
+"""How long a trace's run waits for its root after its latest span before it is ended
+(:func:`governance_core.otel.idle.end_idle_runs`)."""
 
 DEFAULT_VERSION: Final = "unversioned"
 """The agent version's external identifier when the resource has no ``service.version``."""
@@ -92,22 +112,53 @@ _RESULT_PREFIXES: Final = (
     "traceloop.entity.output",
     "error.",
     "exception.",
+    "ai.response.",
+    "ai.usage.",
+    "ai.toolCall.result",
+    "ai.embedding",
 )
 """Attributes about what a span produced go to ``result_payload``; the rest to ``payload``."""
 
 _ALIASES: Final = (
     # (source attribute, GenAI attribute it stands for); the GenAI name is what cost reads.
+    # Usage aliases are written on model calls only (see counts_usage).
     ("llm.token_count.prompt", "gen_ai.usage.input_tokens"),
     ("llm.token_count.completion", "gen_ai.usage.output_tokens"),
     ("llm.token_count.prompt_details.cache_read", "gen_ai.usage.cache_read.input_tokens"),
     ("gen_ai.usage.prompt_tokens", "gen_ai.usage.input_tokens"),
     ("gen_ai.usage.completion_tokens", "gen_ai.usage.output_tokens"),
+    # The Vercel AI SDK's own telemetry: input counts include cached ones, as GenAI's do.
+    ("ai.usage.inputTokens", "gen_ai.usage.input_tokens"),
+    ("ai.usage.promptTokens", "gen_ai.usage.input_tokens"),
+    ("ai.usage.tokens", "gen_ai.usage.input_tokens"),
+    ("ai.usage.outputTokens", "gen_ai.usage.output_tokens"),
+    ("ai.usage.completionTokens", "gen_ai.usage.output_tokens"),
+    ("ai.usage.cachedInputTokens", "gen_ai.usage.cache_read.input_tokens"),
     ("llm.model_name", "gen_ai.request.model"),
+    ("embedding.model_name", "gen_ai.request.model"),
+    ("ai.model.id", "gen_ai.request.model"),
     ("gen_ai.response.model", "gen_ai.request.model"),
     ("llm.provider", "gen_ai.provider.name"),
     ("gen_ai.system", "gen_ai.provider.name"),
     ("llm.system", "gen_ai.provider.name"),
 )
+
+_USAGE_PREFIXES: Final = ("gen_ai.usage.", "llm.token_count.", "ai.usage.")
+"""Attributes that report token counts: counted on model calls only."""
+
+UNCOUNTED_USAGE: Final = "otel.uncounted_usage"
+"""The ``result_payload`` member holding the usage a span that is not a model call reports."""
+
+_MODEL_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
+_MODEL_KINDS: Final = frozenset({"llm", "embedding"})
+_MODEL_REQUEST_TYPES: Final = frozenset({"chat", "completion", "embedding"})
+_VERCEL_MODEL_CALLS: Final = (".dogenerate", ".dostream", ".doembed")
+
+_TOOL_SCHEMAS: Final = frozenset({
+    "gen_ai:execute_tool", "openinference:tool", "traceloop:tool", "ai:tool_call",
+})
+_TOOL_NAMES: Final = ("gen_ai.tool.name", "tool.name", "ai.toolCall.name", "traceloop.entity.name")
+_AGENT_NAMES: Final = ("gen_ai.agent.name", "agent.name", "agent_name")
 
 _NAME_CHARACTERS = re.compile(r"[^a-z0-9_.\-]+")
 _NAME_MAX = 100
@@ -155,8 +206,27 @@ _SPAN_KINDS: Final[tuple[tuple[str, str, Mapping[str, Any] | None], ...]] = (
     ("traceloop:task", "Task", None),
     ("traceloop:agent", "Agent", None),
     ("traceloop:tool", "Tool call", None),
+    ("ai:generate_text", "Text generation (AI SDK)", None),
+    ("ai:stream_text", "Text streaming (AI SDK)", None),
+    ("ai:generate_object", "Object generation (AI SDK)", None),
+    ("ai:stream_object", "Object streaming (AI SDK)", None),
+    ("ai:embed", "Embedding (AI SDK)", None),
+    ("ai:embed_many", "Embeddings (AI SDK)", None),
+    ("ai:generate_text.do_generate", "Model call (AI SDK)", _LLM_RISK),
+    ("ai:stream_text.do_stream", "Model call (AI SDK)", _LLM_RISK),
+    ("ai:generate_object.do_generate", "Model call (AI SDK)", _LLM_RISK),
+    ("ai:stream_object.do_stream", "Model call (AI SDK)", _LLM_RISK),
+    ("ai:embed.do_embed", "Embeddings call (AI SDK)", _LLM_RISK),
+    ("ai:embed_many.do_embed", "Embeddings call (AI SDK)", _LLM_RISK),
+    ("ai:tool_call", "Tool call", None),
     ("otel:span", "Span", None),
 )
+
+SUMMARY_TEMPLATE: Final = (
+    '{% if ["otel.span"].agent %}{{ ["otel.span"].agent }}: {% endif %}{{ ["otel.span"].name }}'
+)
+"""Every default type's summary: the agent that took the step (when the span names one) and
+the span's name, so the run's tree shows which agent did what."""
 
 DEFAULT_SPAN_TYPES: Final[tuple[dict[str, Any], ...]] = tuple(
     {
@@ -164,6 +234,7 @@ DEFAULT_SPAN_TYPES: Final[tuple[dict[str, Any], ...]] = tuple(
         "title": title,
         "params_schema": {"type": "object"},
         "result_schema": {"type": "object"},
+        "template": SUMMARY_TEMPLATE,
         **({} if risk is None else {"data_risk": dict(risk)}),
     }
     for name, title, risk in _SPAN_KINDS
@@ -182,11 +253,14 @@ class MappingSettings:
     """What a user may configure about the mapping.
 
     ``sensitive_attributes`` are attribute names (``*`` matches any characters) whose values
-    are stored as sensitive values (decisions 11) with ``sensitive_labels``.
+    are stored as sensitive values (decisions 11) with ``sensitive_labels``. ``root_wait`` is
+    how long a trace's run waits for its root span after its latest span before an export
+    ends it (None: exports end no run).
     """
 
     sensitive_attributes: tuple[str, ...] = DEFAULT_SENSITIVE_ATTRIBUTES
     sensitive_labels: tuple[str, ...] = ("opentelemetry",)
+    root_wait: timedelta | None = attrs.field(default=DEFAULT_ROOT_WAIT, kw_only=True)
     _pattern: re.Pattern[str] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -351,8 +425,35 @@ def _time_and_partition(run_id: str) -> bytes:
     return head
 
 
+def _lower_text(attributes: Mapping[str, Any], name: str) -> str | None:
+    value = _text(attributes.get(name))
+    return value.lower() if value is not None else None
+
+
+def _type_name(value: str) -> str:
+    return _NAME_CHARACTERS.sub("_", value.strip().lower()).strip("_")
+
+
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def _vercel_operation(attributes: Mapping[str, Any]) -> str | None:
+    """The Vercel AI SDK's ``ai.operationId`` in snake case without ``ai.``, or None."""
+    operation = _text(attributes.get("ai.operationId"))
+    if operation is None or not operation.startswith("ai.") or len(operation) > _NAME_MAX:
+        return None
+    parts = operation[3:].split(".")
+    return ".".join(_type_name(_CAMEL_HUMP.sub(r"_\1", part)) for part in parts)
+
+
+
 def schema_name(attributes: Mapping[str, Any]) -> str:
-    """The span type: ``gen_ai:<operation>``, ``openinference:<kind>``, ... or ``otel:span``."""
+    """The span type: ``gen_ai:<operation>``, ``openinference:<kind>``, ... or ``otel:span``.
+
+    The conventions are tried in order: GenAI ``gen_ai.operation.name``, OpenInference
+    ``openinference.span.kind``, OpenLLMetry ``traceloop.span.kind``, then the Vercel AI
+    SDK's ``ai.operationId`` (``ai.generateText.doGenerate`` -> ``ai:generate_text.do_generate``).
+    """
     for attribute, namespace in (
         ("gen_ai.operation.name", "gen_ai"),
         ("openinference.span.kind", "openinference"),
@@ -360,10 +461,71 @@ def schema_name(attributes: Mapping[str, Any]) -> str:
     ):
         value = attributes.get(attribute)
         if isinstance(value, str):
-            name = _NAME_CHARACTERS.sub("_", value.strip().lower()).strip("_")
+            name = _type_name(value)
             if name:
                 return f"{namespace}:{name}"[:_NAME_MAX]
+    operation = _vercel_operation(attributes)
+    if operation:
+        return f"ai:{operation}"[:_NAME_MAX]
     return "otel:span"
+
+
+def counts_usage(attributes: Mapping[str, Any]) -> bool:
+    """Whether the span is a model call, the only kind of span whose token usage counts.
+
+    Model calls are GenAI ``chat``, ``text_completion``, ``generate_content`` and
+    ``embeddings`` operations, OpenInference ``LLM`` and ``EMBEDDING`` spans, the Vercel AI
+    SDK's ``doGenerate`` / ``doStream`` / ``doEmbed`` spans and OpenLLMetry's spans with
+    ``llm.request.type`` ``chat``, ``completion`` or ``embedding``. Agent, chain, workflow,
+    step and tool spans, and spans of no convention, never count: an agent's totals repeat its
+    model calls' usage, so a run's usage is its model calls' usage, counted once, whatever the
+    nesting and whatever order the spans arrive in.
+    """
+    operation = _lower_text(attributes, "gen_ai.operation.name")
+    if operation is not None:
+        return operation in _MODEL_OPERATIONS
+    kind = _lower_text(attributes, "openinference.span.kind")
+    if kind is not None:
+        return kind in _MODEL_KINDS
+    if _text(attributes.get("traceloop.span.kind")) is not None:
+        return False
+    vercel = _lower_text(attributes, "ai.operationId")
+    if vercel is not None and vercel.startswith("ai."):
+        return vercel.endswith(_VERCEL_MODEL_CALLS)
+    return _lower_text(attributes, "llm.request.type") in _MODEL_REQUEST_TYPES
+
+
+def tool_type(attributes: Mapping[str, Any]) -> str | None:
+    """A tool span's own type, ``tool:<tool name>``; None for other spans or unnamed tools.
+
+    The name is the first of ``gen_ai.tool.name``, ``tool.name`` (OpenInference),
+    ``ai.toolCall.name`` (Vercel AI SDK) and ``traceloop.entity.name``, lower-cased with
+    characters other than letters, digits, ``_``, ``.`` and ``-`` replaced by ``_``.
+    """
+    if schema_name(attributes) not in _TOOL_SCHEMAS:
+        return None
+    for attribute in _TOOL_NAMES:
+        value = _text(attributes.get(attribute))
+        name = _type_name(value) if value is not None else ""
+        if name:
+            return f"tool:{name}"[:_NAME_MAX]
+    return None
+
+
+def agent_name(attributes: Mapping[str, Any]) -> str | None:
+    """The agent a span itself names, or None.
+
+    ``gen_ai.agent.name``, OpenInference's ``agent.name`` (how the OpenAI Agents SDK's agents
+    are named), ``agent_name``, or an OpenLLMetry agent span's ``traceloop.entity.name``.
+    """
+    for attribute in _AGENT_NAMES:
+        value = _text(attributes.get(attribute))
+        if value is not None:
+            return value[:200]
+    if _lower_text(attributes, "traceloop.span.kind") == "agent":
+        entity = _text(attributes.get("traceloop.entity.name"))
+        return entity[:200] if entity is not None else None
+    return None
 
 
 def _json_value(value: Any) -> Any:
@@ -409,6 +571,11 @@ def _attributes(
 
 def _with_aliases(attributes: Mapping[str, Any]) -> dict[str, Any]:
     complete = dict(attributes)
+    vercel_provider = _text(attributes.get("ai.model.provider"))
+    if vercel_provider is not None and "gen_ai.provider.name" not in complete:
+        # "openai.chat", "anthropic.messages": the provider, then the API used. The SDK
+        # writes the same text to gen_ai.system, so this comes before that alias.
+        complete["gen_ai.provider.name"] = vercel_provider.split(".", 1)[0]
     for source, target in _ALIASES:
         if source in attributes and target not in complete:
             complete[target] = attributes[source]
@@ -423,28 +590,48 @@ def _event(event: Event, settings: MappingSettings) -> tuple[dict[str, Any], boo
 
 
 def span_members(
-    span: Span, *, span_id: str, parent_id: str | None, settings: MappingSettings
+    span: Span,
+    *,
+    span_id: str,
+    parent_id: str | None,
+    settings: MappingSettings,
+    declared: Container[str] = frozenset(),
 ) -> dict[str, Any]:
-    """The members of ``agent_spans/create`` for a finished OTel span (run not included)."""
-    attributes, marked = _attributes(_with_aliases(span.attributes), settings)
+    """The members of ``agent_spans/create`` for a finished OTel span (run not included).
+
+    ``declared`` holds the span types the run's schema version declares: a tool span takes
+    its own type (:func:`tool_type`) when it is declared there, else its convention's shared
+    type. A span that is not a model call (:func:`counts_usage`) keeps the token counts it
+    reports under ``result_payload["otel.uncounted_usage"]``, where cost does not read them.
+    """
+    source = dict(span.attributes)
+    uncounted: dict[str, Any] = {}
+    if not counts_usage(span.attributes):
+        uncounted = {key: source.pop(key) for key in list(source) if key.startswith(
+            _USAGE_PREFIXES)}
+    attributes, marked = _attributes(_with_aliases(source), settings)
     payload: dict[str, Any] = {}
     result: dict[str, Any] = {}
     for key, value in attributes.items():
         (result if key.startswith(_RESULT_PREFIXES) else payload)[key] = value
+    if uncounted:
+        result[UNCOUNTED_USAGE] = {key: _json_value(value) for key, value in uncounted.items()}
     payload["otel.span"] = {
         "name": span.name, "kind": span.kind, "trace_id": span.trace_id,
         "span_id": span.span_id, "parent_span_id": span.parent_span_id or None,
         "scope": {"name": span.scope_name, "version": span.scope_version},
+        "agent": agent_name(span.attributes),
     }
     result["otel.status"] = {"code": span.status_code, "message": span.status_message or None}
     if span.events:
         events = [_event(event, settings) for event in span.events]
         result["otel.events"] = [event for event, _ in events]
         marked = marked or any(event_marked for _, event_marked in events)
+    own_type = tool_type(span.attributes)
     return {
         "id": span_id,
         "parent_span_id": parent_id,
-        "schema_name": schema_name(span.attributes),
+        "schema_name": own_type if own_type in declared else schema_name(span.attributes),
         "status": run_status(span),
         "started_at": timestamp(span.start_time_unix_nano),
         "finished_at": timestamp(span.end_time_unix_nano),

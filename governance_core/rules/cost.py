@@ -35,6 +35,7 @@ __all__ = [
     "cost_breakdown",
     "extract_usage",
     "load_catalogue",
+    "resolved_provider",
 ]
 
 MAX_TOKEN_COUNT: Final = 2**53 - 1
@@ -466,12 +467,29 @@ def _sum_known(values: Iterable[Decimal | None]) -> Decimal | None:
     return sum(known, _ZERO) if known else None
 
 
+def resolved_provider(
+    model_name: str, provider: str | None, catalogue: PricingCatalogue
+) -> str | None:
+    """The provider a group is shown under: the one the span named, else the catalogue's.
+
+    A span that names no provider (``gpt-4o`` alone) is attributed to the provider the
+    catalogue lists for the model (LiteLLM's ``litellm_provider``, or an override's
+    ``provider``); None when the catalogue does not know the model either.
+    """
+    if provider is not None:
+        return provider
+    price = catalogue.lookup(model_name)
+    return price.provider if price is not None else None
+
+
 def cost_breakdown(groups: Iterable[TokenGroup], catalogue: PricingCatalogue) -> dict[str, Any]:
     """Price token groups into the interface's ``cost_breakdown`` object.
 
-    Groups with the same (model_name, provider) are merged; the output has one group per
+    A group without a provider takes the catalogue's (:func:`resolved_provider`); groups
+    with the same (model_name, provider) are then merged; the output has one group per
     pair, sorted by model name then provider (no provider first). Each cost is tokens times
-    the catalogue's USD price per token, in Decimal:
+    the catalogue's USD price per token, in Decimal (an embedding model's output price is 0,
+    so embeddings cost their input tokens):
 
     - a model the catalogue does not know has every cost null (its tokens still count);
     - for a known model, a part with 0 tokens costs 0 even when its price is unknown, and a
@@ -486,7 +504,8 @@ def cost_breakdown(groups: Iterable[TokenGroup], catalogue: PricingCatalogue) ->
     """
     merged: dict[tuple[str, str | None], list[int]] = {}
     for group in groups:
-        totals = merged.setdefault((group.model_name, group.provider), [0, 0, 0])
+        provider = resolved_provider(group.model_name, group.provider, catalogue)
+        totals = merged.setdefault((group.model_name, provider), [0, 0, 0])
         totals[0] += group.input
         totals[1] += group.output
         totals[2] += group.cache_read

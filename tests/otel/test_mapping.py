@@ -9,12 +9,15 @@ from hypothesis import strategies as st
 from governance_core.ids import IdFactory, extract_partition, is_pfid
 from governance_core.otel import DEFAULT_SPAN_TYPES, Event, MappingSettings, Resource, Span
 from governance_core.otel.mapping import (
+    agent_name,
+    counts_usage,
     derived_span_id,
     group_spans,
     quality_records,
     run_target,
     schema_name,
     span_members,
+    tool_type,
 )
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -165,3 +168,70 @@ def test_evaluation_events_become_quality_payloads() -> None:
         "agent_span_id": "S", "score": 0.5, "label": "ok", "explanation": "fine",
         "judge": "gpt-4o",
     })]
+
+
+@pytest.mark.parametrize(("attributes", "expected"), [
+    ({"ai.operationId": "ai.generateText.doGenerate"}, "ai:generate_text.do_generate"),
+    ({"ai.operationId": "ai.embedMany"}, "ai:embed_many"),
+    ({"ai.operationId": "ai.toolCall"}, "ai:tool_call"),
+    ({"ai.operationId": "other.thing"}, "otel:span"),
+])
+def test_the_vercel_ai_sdk_operation_is_the_span_type(
+    attributes: dict[str, object], expected: str,
+) -> None:
+    assert schema_name(attributes) == expected
+    assert expected in {entry["name"] for entry in DEFAULT_SPAN_TYPES} | {"otel:span"}
+
+
+@pytest.mark.parametrize(("attributes", "model_call"), [
+    ({"gen_ai.operation.name": "chat"}, True),
+    ({"gen_ai.operation.name": "embeddings"}, True),
+    ({"gen_ai.operation.name": "invoke_agent"}, False),
+    ({"gen_ai.operation.name": "execute_tool", "llm.request.type": "chat"}, False),
+    ({"openinference.span.kind": "LLM"}, True),
+    ({"openinference.span.kind": "EMBEDDING"}, True),
+    ({"openinference.span.kind": "AGENT"}, False),
+    ({"openinference.span.kind": "CHAIN"}, False),
+    ({"traceloop.span.kind": "workflow", "llm.request.type": "chat"}, False),
+    ({"llm.request.type": "chat"}, True),
+    ({"llm.request.type": "rerank"}, False),
+    ({"ai.operationId": "ai.streamText.doStream"}, True),
+    ({"ai.operationId": "ai.embedMany.doEmbed"}, True),
+    ({"ai.operationId": "ai.streamText"}, False),
+    ({"gen_ai.usage.input_tokens": 5, "gen_ai.request.model": "gpt-4o"}, False),
+])
+def test_only_model_calls_count_usage(attributes: dict[str, object], model_call: bool) -> None:
+    assert counts_usage(attributes) is model_call
+    members = span_members(
+        make(attributes={**attributes, "llm.token_count.prompt": 7}),
+        span_id="S", parent_id=None, settings=MappingSettings(),
+    )
+    result = members["result_payload"]
+    assert ("gen_ai.usage.input_tokens" in result) is model_call
+    assert ("otel.uncounted_usage" in result) is not model_call
+
+
+def test_tools_and_agents_are_named_from_each_convention() -> None:
+    assert tool_type({"gen_ai.operation.name": "execute_tool",
+                      "gen_ai.tool.name": "Send Email!"}) == "tool:send_email"
+    assert tool_type({"openinference.span.kind": "TOOL", "tool.name": "search"}) == "tool:search"
+    assert tool_type({"ai.operationId": "ai.toolCall", "ai.toolCall.name": "lookupOrder"}) == (
+        "tool:lookuporder")
+    assert tool_type({"traceloop.span.kind": "tool", "traceloop.entity.name": "fetch"}) == (
+        "tool:fetch")
+    assert tool_type({"gen_ai.operation.name": "execute_tool"}) is None
+    assert tool_type({"gen_ai.operation.name": "chat", "gen_ai.tool.name": "x"}) is None
+    assert agent_name({"gen_ai.agent.name": " planner "}) == "planner"
+    assert agent_name({"openinference.span.kind": "AGENT", "agent.name": "Triage"}) == "Triage"
+    assert agent_name({"traceloop.span.kind": "agent", "traceloop.entity.name": "writer"}) == (
+        "writer")
+    assert agent_name({"traceloop.span.kind": "task", "traceloop.entity.name": "step"}) is None
+    members = span_members(make(attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send_email"}),
+        span_id="S", parent_id=None, settings=MappingSettings(),
+        declared=frozenset({"tool:send_email"}))
+    assert members["schema_name"] == "tool:send_email"
+    assert span_members(make(attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send_email"}),
+        span_id="S", parent_id=None, settings=MappingSettings(),
+    )["schema_name"] == "gen_ai:execute_tool"

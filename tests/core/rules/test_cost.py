@@ -20,6 +20,7 @@ from governance_core.rules.cost import (
     cost_breakdown,
     extract_usage,
     load_catalogue,
+    resolved_provider,
 )
 
 D = Decimal
@@ -354,32 +355,89 @@ def test_hand_computed_costs_for_three_real_models(catalogue: PricingCatalogue) 
 def test_unknown_model_and_missing_cache_price() -> None:
     catalogue = PricingCatalogue(
         "test-1",
-        {"known": ModelPrice(D("0.01"), D("0.02"), None, 1000, "x")},
+        {"known": ModelPrice(D("0.01"), D("0.02"), None, 1000, "x"),
+         "unnamed": ModelPrice(D("0.01"), D("0.02"), D("0.001"), None, None)},
     )
     breakdown = cost_breakdown(
         [
             TokenGroup("mystery", None, 5, 5, 5),
             TokenGroup("known", "x", 10, 0, 0),
-            TokenGroup("known", None, 1, 1, 3),
+            TokenGroup("unnamed", None, 1, 1, 0),
         ],
         catalogue,
     )
     rows = breakdown["groups"]
     assert [(r["model_name"], r["provider"]) for r in rows] == [
-        ("known", None), ("known", "x"), ("mystery", None)
+        ("known", "x"), ("mystery", None), ("unnamed", None)
     ]
-    assert rows[0]["cache_read_cost"] is None
-    assert rows[0]["total_cost"] == D("0.03")
-    assert rows[1]["output_cost"] == 0
-    assert rows[1]["cache_read_cost"] == 0
-    assert rows[1]["total_cost"] == D("0.1")
-    assert rows[2]["total_cost"] is None
-    assert rows[2]["context_limit"] is None
-    assert rows[2]["pricing_version"] == "test-1"
-    # Sums of the known costs: the only known cache cost is the 0 of a group without cache.
+    assert rows[0]["output_cost"] == 0
+    assert rows[0]["cache_read_cost"] == 0
+    assert rows[0]["total_cost"] == D("0.1")
+    assert rows[1]["total_cost"] is None
+    assert rows[1]["context_limit"] is None
+    assert rows[1]["pricing_version"] == "test-1"
+    assert rows[2]["cache_read_cost"] == 0 and rows[2]["total_cost"] == D("0.03")
+    # Sums of the known costs: the only known cache costs are the 0 of groups without cache.
     assert breakdown["cache_read_cost"] == 0
     assert breakdown["total_cost"] == D("0.13")
-    assert breakdown["cache_read"] == 8
+    assert breakdown["cache_read"] == 5
+
+    uncached_price = cost_breakdown([TokenGroup("known", "x", 1, 1, 3)], catalogue)
+    assert uncached_price["groups"][0]["cache_read_cost"] is None
+    assert uncached_price["total_cost"] == D("0.03")
+
+
+def test_a_group_naming_no_provider_takes_the_catalogues(catalogue: PricingCatalogue) -> None:
+    breakdown = cost_breakdown(
+        [
+            TokenGroup("gpt-4o", None, 100, 10, 0),
+            TokenGroup("gpt-4o", "openai", 50, 5, 0),
+            TokenGroup("claude-sonnet-4-5", None, 1, 1, 0),
+            TokenGroup("gpt-4o", "azure", 7, 0, 0),
+            TokenGroup("mystery", None, 1, 0, 0),
+        ],
+        catalogue,
+    )
+    rows = {(r["model_name"], r["provider"]): r for r in breakdown["groups"]}
+    assert list(rows) == [
+        ("claude-sonnet-4-5", "anthropic"), ("gpt-4o", "azure"), ("gpt-4o", "openai"),
+        ("mystery", None),
+    ]
+    # The span that named none and the span that named openai are one group.
+    assert (rows[("gpt-4o", "openai")]["input"], rows[("gpt-4o", "openai")]["output"]) == (
+        150, 15)
+    overridden = load_catalogue({"gpt-4o": {"provider": "my-gateway"}})
+    assert resolved_provider("gpt-4o", None, overridden) == "my-gateway"
+    assert resolved_provider("gpt-4o", "openai", overridden) == "openai"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    model=st.sampled_from(["gpt-4o", "GPT-4O", "openai/gpt-4o", "claude-sonnet-4-5",
+                           "text-embedding-3-small", "mystery", "x/mystery"]),
+    provider=st.one_of(st.none(), st.text(min_size=1, max_size=12)),
+)
+def test_the_provider_is_kept_when_named_and_else_the_catalogues(
+    model: str, provider: str | None, catalogue: PricingCatalogue,
+) -> None:
+    resolved = resolved_provider(model, provider, catalogue)
+    if provider is not None:
+        assert resolved == provider
+    else:
+        price = catalogue.lookup(model)
+        assert resolved == (price.provider if price else None)
+    assert resolved_provider(model, resolved, catalogue) == resolved
+
+
+def test_embeddings_are_priced_by_their_input_tokens(catalogue: PricingCatalogue) -> None:
+    price = catalogue.lookup("text-embedding-3-small")
+    assert price is not None and price.input_cost_per_token == D("2E-8")
+    breakdown = cost_breakdown([TokenGroup("text-embedding-3-small", None, 1_000_000, 0, 0)],
+                               catalogue)
+    [row] = breakdown["groups"]
+    assert row["provider"] == "openai"
+    assert (row["input_cost"], row["output_cost"], row["total_cost"]) == (
+        D("0.02"), 0, D("0.02"))
 
 
 def test_no_groups_and_only_unknown_models() -> None:
