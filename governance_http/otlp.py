@@ -23,6 +23,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import attrs
 import falcon
 from google.protobuf.message import DecodeError
 from google.rpc import status_pb2
@@ -31,7 +32,13 @@ from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from governance_core.errors import BadRequest, GovernanceError, TemporarilyUnavailable
-from governance_core.otel import IngestResult, MappingSettings, ingest
+from governance_core.otel import (
+    ROOT_WAIT_VARIABLE,
+    IngestResult,
+    MappingSettings,
+    ingest,
+    parse_root_wait,
+)
 from governance_core.otel.model import SPAN_KINDS, STATUS_CODES, Event, Resource, Span
 from governance_core.service import Governance
 from governance_http.auth import bearer_token
@@ -416,10 +423,14 @@ def add_otlp_routes(
 
     ``settings`` default to the sensitive attribute list in
     ``$GOVERNANCE_OTEL_SENSITIVE_ATTRIBUTES`` (comma-separated; a leading ``+`` adds to the
-    default list instead of replacing it).
+    default list instead of replacing it) and the root wait in ``$GOVERNANCE_OTEL_ROOT_WAIT``
+    (seconds, or ``off``; :func:`governance_core.otel.parse_root_wait`).
     """
     if settings is None:
-        settings = MappingSettings.from_text(environ.get(SENSITIVE_ATTRIBUTES_VARIABLE))
+        settings = attrs.evolve(
+            MappingSettings.from_text(environ.get(SENSITIVE_ATTRIBUTES_VARIABLE)),
+            root_wait=parse_root_wait(environ.get(ROOT_WAIT_VARIABLE)),
+        )
     resource = OtlpTracesResource(governance, limits, settings)
     for path in OTLP_PATHS:
         app.add_route(path, resource)

@@ -6,8 +6,15 @@ exporter, :class:`governance_core.otel.exporter.GovernanceSpanExporter`, needs t
 extra (``opentelemetry-sdk``) and is imported from its module.
 """
 
+from governance_core.otel.idle import (
+    ROOT_MISSING_ALERT,
+    ROOT_WAIT_VARIABLE,
+    end_idle_runs,
+    parse_root_wait,
+)
 from governance_core.otel.ingest import IngestResult, ingest
 from governance_core.otel.mapping import (
+    DEFAULT_ROOT_WAIT,
     DEFAULT_SENSITIVE_ATTRIBUTES,
     DEFAULT_SPAN_TYPES,
     MappingSettings,
@@ -15,13 +22,18 @@ from governance_core.otel.mapping import (
 from governance_core.otel.model import Event, Rejection, Resource, Span
 
 __all__ = [
+    "DEFAULT_ROOT_WAIT",
     "DEFAULT_SENSITIVE_ATTRIBUTES",
     "DEFAULT_SPAN_TYPES",
     "Event",
     "IngestResult",
     "MappingSettings",
+    "ROOT_MISSING_ALERT",
+    "ROOT_WAIT_VARIABLE",
     "Rejection",
     "Resource",
     "Span",
+    "end_idle_runs",
     "ingest",
+    "parse_root_wait",
 ]

@@ -10,12 +10,14 @@ or (on an error that is not a refusal of one span) none is.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
+from governance_core.otel.idle import end_idle_runs
 from governance_core.otel.mapping import (
     MappingSettings,
     RunTarget,
@@ -64,13 +66,23 @@ def ingest(
     """Record ``spans`` (one export) as runs of ``principal``'s account.
 
     A span whose data the core refuses is reported in ``rejected`` and the rest are stored;
-    ``temporarily_unavailable`` and unexpected errors roll the whole export back.
+    ``temporarily_unavailable`` and unexpected errors roll the whole export back. Then, when
+    ``settings.root_wait`` is set, the account's trace runs idle that long are ended
+    (:func:`governance_core.otel.idle.end_idle_runs`).
     """
+    settings = settings or MappingSettings()
     groups, rejected = group_spans(spans)
-    recorder = _Recorder(governance, principal, settings or MappingSettings())
+    recorder = _Recorder(governance, principal, settings)
     with governance.transaction():
         for group in groups:
             recorder.record(group)
+    if settings.root_wait is not None:
+        # After the export's own transaction: ending another run never undoes the export,
+        # and a busy store leaves it to the next export (the export itself is stored).
+        with contextlib.suppress(TemporarilyUnavailable):
+            end_idle_runs(
+                governance, idle_after=settings.root_wait, account_id=principal.account_id
+            )
     return IngestResult(
         accepted=recorder.accepted,
         rejected=(*rejected, *recorder.rejected),
@@ -99,6 +111,7 @@ class _Recorder:
         self.run_ids: list[str] = []
         self._agents: dict[str, str] = {}
         self._environments: dict[str, str] = {}
+        self._declared: dict[str, frozenset[str]] = {}
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         return self.governance.call(operation, params, principal=self.principal)
@@ -122,8 +135,9 @@ class _Recorder:
             ]
             return
         self.run_ids.append(run["id"])
+        declared = self.declared_types(run)
         for span in group.spans:
-            self.record_span(run["id"], span)
+            self.record_span(run["id"], span, declared)
         root = next((span for span in group.spans if is_root(span)), None)
         if root is not None and run["status"] in ("pending", "active"):
             self.call("agent_instances/finish", {
@@ -132,12 +146,26 @@ class _Recorder:
                 "idempotency_key": _key("finish", run["id"]),
             })
 
-    def record_span(self, run_id: str, span: Span) -> None:
+    def declared_types(self, run: dict[str, Any]) -> frozenset[str]:
+        """The span types the run's schema version declares (read once per export)."""
+        schema_version_id = run.get("agent_schema_version_id")
+        if not schema_version_id:
+            return frozenset()
+        if schema_version_id not in self._declared:
+            details = self.read("agent_schema_versions/show", {
+                "agent_schema_version_id": schema_version_id,
+            })["details"]
+            self._declared[schema_version_id] = frozenset(details.get("span_type_schemas") or ())
+        return self._declared[schema_version_id]
+
+    def record_span(self, run_id: str, span: Span, declared: frozenset[str]) -> None:
         span_id = derived_span_id(run_id, span.trace_id, span.span_id)
         parent_id = (
             None if is_root(span) else derived_span_id(run_id, span.trace_id, span.parent_span_id)
         )
-        members = span_members(span, span_id=span_id, parent_id=parent_id, settings=self.settings)
+        members = span_members(
+            span, span_id=span_id, parent_id=parent_id, settings=self.settings, declared=declared,
+        )
         try:
             # A span and its evaluations stand or fall together: the inner block is a
             # savepoint of the export's transaction.
