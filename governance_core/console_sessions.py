@@ -5,7 +5,11 @@ session's cookie value is ``<session id>.<nonce>.<signature>``: the signature is
 with a key held in the store (so every server sharing the store accepts it), and the store
 keeps only a hash of the nonce. Each request resolves the cookie again against the store and
 the session's token: a session ends when it expires, when it is signed out, and as soon as
-its token is suspended, revoked or expired. A CSRF token is bound to the session.
+its token is suspended, revoked or expired. Suspending or revoking a token deletes its
+sessions in the same transaction (``api_tokens/suspend``), so a token suspended and activated
+again, even with no request between, does not bring them back. Signing in again starts
+another session and leaves the others running (one per browser); suspending the token ends
+them all. A CSRF token is bound to the session.
 """
 
 from __future__ import annotations

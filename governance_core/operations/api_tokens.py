@@ -129,6 +129,10 @@ def _transition(ctx: Context, fields: Fields, trigger: str) -> dict[str, Any]:
     status = advance(TOKEN, token.status, trigger, what="token")
     token = attrs.evolve(token, status=status, updated_at=ctx.now)
     save(ctx, "api_token", token)
+    if status != "active":
+        # Console sessions end with their token: kept, they would come back on activation.
+        for session in ctx.store.query("console_sessions", [Filter("token_id", "eq", token.id)]):
+            ctx.store.delete("console_sessions", session["id"])
     return details_envelope(api_token_details(token))
 
 
