@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any, Final
@@ -30,6 +31,9 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "NO_BODY",
     "BodyLimits",
+    "GzipTooLarge",
+    "UnreadableGzip",
+    "gunzip",
     "json_path",
     "lone_surrogates",
     "nesting_exceeds",
@@ -56,6 +60,41 @@ class BodyLimits:
 
     max_bytes: int = MAX_BODY_BYTES
     max_depth: int = MAX_JSON_DEPTH
+
+
+class UnreadableGzip(ValueError):
+    """A ``Content-Encoding: gzip`` body that is not gzip, or is cut short."""
+
+
+class GzipTooLarge(ValueError):
+    """A gzip body that inflates past the size limit."""
+
+
+def gunzip(raw: bytes, limit: int) -> bytes:
+    """Inflate every member of the gzip body ``raw`` (RFC 1952 allows several, end to end).
+
+    No more than ``limit + 1`` bytes are ever inflated, whatever the members hold, so a body
+    that inflates to gigabytes costs no more than the limit: :class:`GzipTooLarge` past it,
+    :class:`UnreadableGzip` for bytes that are not gzip or a member cut short.
+    """
+    inflated: list[bytes] = []
+    size = 0
+    rest = raw
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            part = inflater.decompress(rest, limit + 1 - size)
+        except zlib.error as error:
+            raise UnreadableGzip(f"the gzip body cannot be read: {error}") from None
+        size += len(part)
+        if size > limit:
+            raise GzipTooLarge(f"the decompressed request body is larger than {limit} bytes")
+        inflated.append(part)
+        if not inflater.eof:
+            raise UnreadableGzip("the gzip body is truncated")
+        rest = inflater.unused_data
+        if not rest:
+            return b"".join(inflated)
 
 
 def nesting_exceeds(raw: bytes, max_depth: int) -> bool:

@@ -11,6 +11,15 @@ OTLP answers failures in its own form, a ``google.rpc.Status`` in the request's 
 (JSON when the encoding is unknown), so this responder turns errors into that form itself
 instead of leaving them to the app's JSON error handlers. A busy store is ``503`` with
 ``Retry-After``, which exporters retry.
+
+An export is written in steps (:class:`~governance_core.otel.ingest.ExportSteps`), so that
+other writers take turns with a large one. It stops at the end of the step under way once
+:data:`EXPORT_DEADLINE_S` have passed since the request reached the app (not counting steps
+that only found spans stored by an earlier attempt), or when the store turns busy after a
+step was stored: it then answers ``503`` with ``Retry-After`` and a message naming how many
+of its spans are stored, so that the exporter sends it again (the spans stored are found
+and kept, not stored twice), rather than ``partial_success``, whose spans exporters never
+send again.
 """
 
 from __future__ import annotations
@@ -19,7 +28,6 @@ import base64
 import json
 import math
 import os
-import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -39,12 +47,16 @@ from governance_core.otel import (
     ingest,
     parse_root_wait,
 )
+from governance_core.otel.ingest import ExportSteps
 from governance_core.otel.model import SPAN_KINDS, STATUS_CODES, Event, Resource, Span
 from governance_core.service import Governance
 from governance_http.auth import bearer_token
 from governance_http.body import (
     MAX_JSON_DEPTH,
     BodyLimits,
+    GzipTooLarge,
+    UnreadableGzip,
+    gunzip,
     json_path,
     lone_surrogates,
     nesting_exceeds,
@@ -52,6 +64,7 @@ from governance_http.body import (
 from governance_http.errors import http_status_for
 
 __all__ = [
+    "EXPORT_DEADLINE_S",
     "OTLP_PATHS",
     "SENSITIVE_ATTRIBUTES_VARIABLE",
     "OtlpTracesResource",
@@ -72,6 +85,12 @@ _GRPC_CODE_BY_STATUS: Final = {
     400: 3, 401: 16, 403: 7, 404: 5, 409: 10, 413: 8, 415: 3, 422: 3, 429: 8, 503: 14,
 }
 _LISTED_REJECTIONS: Final = 50
+EXPORT_DEADLINE_S: Final = 5.0
+"""Seconds after which an export stops at the end of its step and answers ``503``.
+
+Half the OpenTelemetry exporters' default timeout (10 s, which the SDK's retries share): the
+answer reaches the exporter before it gives up, with time left for it to send again.
+"""
 _DISCARD_MAX: Final = 64 * 1024 * 1024
 
 
@@ -122,16 +141,12 @@ def _read(req: falcon.Request, limit: int) -> bytes:
         return raw
     if encoding != "gzip":
         raise _Refused(415, f"Content-Encoding {encoding} is not supported (gzip is)")
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
-        body = inflater.decompress(raw, limit + 1)
-    except zlib.error as error:
-        raise _Refused(400, f"the gzip body cannot be read: {error}") from None
-    if len(body) > limit:
-        raise _Refused(413, f"the decompressed request body is larger than {limit} bytes")
-    if not inflater.eof:
-        raise _Refused(400, "the gzip body is truncated")
-    return body
+        return gunzip(raw, limit)
+    except GzipTooLarge as error:
+        raise _Refused(413, str(error)) from None
+    except UnreadableGzip as error:
+        raise _Refused(400, str(error)) from None
 
 
 # -- protobuf --------------------------------------------------------------------------------
@@ -376,20 +391,35 @@ def _failure(resp: falcon.Response, status: int, message: str, media: str) -> No
 
 
 class OtlpTracesResource:
-    """``POST`` an OTLP trace export; the caller is the request's bearer token."""
+    """``POST`` an OTLP trace export; the caller is the request's bearer token.
+
+    The export is written in ``steps``; once ``deadline_s`` seconds have passed since the
+    request reached the app, it stops at the end of the step under way (provided this
+    request stored something new) and answers ``503`` (see
+    :func:`governance_core.otel.ingest.ingest`).
+    """
 
     def __init__(
-        self, governance: Governance, limits: BodyLimits, settings: MappingSettings
+        self,
+        governance: Governance,
+        limits: BodyLimits,
+        settings: MappingSettings,
+        *,
+        steps: ExportSteps | None = None,
+        deadline_s: float = EXPORT_DEADLINE_S,
     ) -> None:
         self.governance = governance
         self.limits = limits
         self.settings = settings
+        self.steps = steps or ExportSteps()
+        self.deadline_s = deadline_s
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Record the export and answer in the request's encoding."""
         media = _media_type(req) or JSON
+        deadline = self.steps.timer() + self.deadline_s
         try:
-            result = self._export(req)
+            result = self._export(req, deadline)
         except _Refused as refused:
             _failure(resp, refused.status, refused.message, media)
         except GovernanceError as error:
@@ -400,7 +430,7 @@ class OtlpTracesResource:
             resp.content_type = media
             resp.data = _success(result, media)
 
-    def _export(self, req: falcon.Request) -> IngestResult:
+    def _export(self, req: falcon.Request, deadline: float) -> IngestResult:
         principal = self.governance.authenticate(bearer_token(req))
         media = _media_type(req)
         if not media:
@@ -409,7 +439,9 @@ class OtlpTracesResource:
         spans = decode_protobuf(raw) if media == PROTOBUF else decode_json(
             raw, self.limits.max_depth
         )
-        return ingest(self.governance, principal, spans, self.settings)
+        return ingest(
+            self.governance, principal, spans, self.settings, steps=self.steps, deadline=deadline
+        )
 
 
 def add_otlp_routes(
@@ -418,8 +450,14 @@ def add_otlp_routes(
     limits: BodyLimits,
     settings: MappingSettings | None = None,
     environ: Mapping[str, str] = os.environ,
+    *,
+    steps: ExportSteps | None = None,
+    deadline_s: float = EXPORT_DEADLINE_S,
 ) -> None:
     """Serve OTLP trace ingest at :data:`OTLP_PATHS`.
+
+    Exports are written in ``steps`` and stop after ``deadline_s`` seconds
+    (:class:`OtlpTracesResource`).
 
     ``settings`` default to the sensitive attribute list in
     ``$GOVERNANCE_OTEL_SENSITIVE_ATTRIBUTES`` (comma-separated; a leading ``+`` adds to the
@@ -431,6 +469,8 @@ def add_otlp_routes(
             MappingSettings.from_text(environ.get(SENSITIVE_ATTRIBUTES_VARIABLE)),
             root_wait=parse_root_wait(environ.get(ROOT_WAIT_VARIABLE)),
         )
-    resource = OtlpTracesResource(governance, limits, settings)
+    resource = OtlpTracesResource(
+        governance, limits, settings, steps=steps, deadline_s=deadline_s
+    )
     for path in OTLP_PATHS:
         app.add_route(path, resource)

@@ -24,7 +24,7 @@ except ImportError as missing:  # pragma: no cover - depends on the installed ex
     ) from missing
 
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
-from governance_core.otel.ingest import IngestResult, ingest
+from governance_core.otel.ingest import ExportCutShort, ExportSteps, IngestResult, ingest
 from governance_core.otel.mapping import MappingSettings
 from governance_core.otel.model import Event, Resource, Span
 from governance_core.service import Governance
@@ -80,10 +80,15 @@ class GovernanceSpanExporter(SpanExporter):
     """Records each exported batch as governed runs of an embedded ``Governance``.
 
     ``caller`` is a token (account or ``agent_deployment``) or an already known principal
-    (``governance.as_account(account_id).principal``). A busy store is retried ``retries``
-    times, waiting as it asks (at most ``max_wait`` seconds a time), as the OTLP exporters
-    do; a batch still refused is logged and reported as a failed export. Spans refused one
-    by one are logged, and ``last_result`` holds the latest batch's outcome.
+    (``governance.as_account(account_id).principal``). A batch is written in ``steps``
+    (:class:`~governance_core.otel.ingest.ExportSteps`), each its own transaction, as the
+    OTLP endpoint writes an export, so that the embedder's other writers take turns with a
+    large batch. A busy store is retried ``retries`` times, waiting as it asks (at most
+    ``max_wait`` seconds a time), as the OTLP exporters do: the whole batch is written again,
+    and the spans its earlier steps stored are found stored, not stored twice. A batch still
+    refused is logged (with how many of its spans were stored) and reported as a failed
+    export. Spans refused one by one are logged, and ``last_result`` holds the latest
+    batch's outcome.
     """
 
     def __init__(
@@ -95,6 +100,7 @@ class GovernanceSpanExporter(SpanExporter):
         retries: int = 3,
         max_wait: float = 2.0,
         sleep: Callable[[float], None] = time.sleep,
+        steps: ExportSteps | None = None,
     ) -> None:
         self.governance = governance
         self.principal = (
@@ -104,20 +110,26 @@ class GovernanceSpanExporter(SpanExporter):
         self.retries = retries
         self.max_wait = max_wait
         self._sleep = sleep
+        self.steps = steps or ExportSteps()
         self.last_result: IngestResult | None = None
 
     def _ingest(self, spans: list[Span]) -> IngestResult:
         for _ in range(self.retries):
             try:
-                return ingest(self.governance, self.principal, spans, self.settings)
+                return ingest(
+                    self.governance, self.principal, spans, self.settings, steps=self.steps
+                )
             except TemporarilyUnavailable as busy:
                 self._sleep(min(self.max_wait, busy.retry_after_ms / 1000))
-        return ingest(self.governance, self.principal, spans, self.settings)
+        return ingest(self.governance, self.principal, spans, self.settings, steps=self.steps)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Record one batch of finished spans."""
         try:
             result = self._ingest([from_readable_span(span) for span in spans])
+        except ExportCutShort as cut:
+            _log.warning("batch recorded in part: %s", cut.message)
+            return SpanExportResult.FAILURE
         except GovernanceError as error:
             _log.warning("spans not recorded: %s", error.message)
             return SpanExportResult.FAILURE

@@ -3,20 +3,31 @@
 :func:`ingest` is what both the OTLP endpoint and the in-process exporter call. It writes
 only through :meth:`Governance.call <governance_core.service.Governance.call>` (agents,
 environments, ``agent_instances/register``, ``agent_spans/create``, ``record_quality``,
-``agent_instances/finish``), with idempotency keys derived from the OTel ids, inside one
-store transaction for the whole export: either the export's accepted spans are all stored,
-or (on an error that is not a refusal of one span) none is.
+``agent_instances/finish``), with idempotency keys derived from the OTel ids.
+
+An export is written in steps (:class:`ExportSteps`), each its own store transaction, so that
+a large export never holds the store's writer for longer than one step: other writers take
+turns between steps. A step ends after a number of spans or a time, whichever comes first; a
+trace may span several steps (each span write updates its run's aggregates in its own
+transaction, so where a trace is cut changes nothing that is stored). Every write carries an
+idempotency key derived from the OTel ids, so an export sent again after it was cut short
+stores only what its earlier attempts did not: the spans they stored are found by their
+idempotency records (read a step's worth in one query, and compared with what is sent, so a
+span sent again with other content is still refused), and nothing is stored twice.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+import itertools
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
+from governance_core.idempotency import fingerprint, record_id
 from governance_core.otel.idle import end_idle_runs
 from governance_core.otel.mapping import (
     MappingSettings,
@@ -33,11 +44,31 @@ from governance_core.otel.mapping import (
 )
 from governance_core.otel.model import Rejection, Span
 from governance_core.service import Governance
+from governance_core.storage.protocol import Filter
 
 if TYPE_CHECKING:
     from governance_core.context import Principal
 
-__all__ = ["IngestResult", "ingest"]
+__all__ = [
+    "STEP_PAUSE_SECONDS",
+    "STEP_SECONDS",
+    "STEP_SPANS",
+    "ExportCutShort",
+    "ExportSteps",
+    "IngestResult",
+    "ingest",
+]
+
+STEP_SPANS: Final = 200
+"""The most spans one step of an export writes in its transaction."""
+STEP_SECONDS: Final = 0.05
+"""How long one step of an export may hold the store's writer before it commits."""
+STEP_PAUSE_SECONDS: Final = 0.002
+"""How long an export waits after each step, for a writer waiting for the store to get it."""
+_CUT_RETRY_AFTER_MS: Final = 1000
+_CREATE: Final = "agent_spans/create"
+# Spans whose stored idempotency records are read in one query.
+_LOOKAHEAD: Final = STEP_SPANS
 
 _PAGE: Final = {"pagination": {"offset": 0, "page_size": 100}}
 _ENVIRONMENT_PURPOSES: Final = {
@@ -46,6 +77,35 @@ _ENVIRONMENT_PURPOSES: Final = {
     "dev": "development", "development": "development", "local": "development",
     "test": "testing", "testing": "testing", "qa": "testing", "ci": "testing",
 }
+
+
+def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not value > 0:
+        raise ValueError(f"{attribute.name} must be more than 0, not {value!r}")
+
+
+def _not_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not value >= 0:
+        raise ValueError(f"{attribute.name} must be 0 or more, not {value!r}")
+
+
+@attrs.frozen
+class ExportSteps:
+    """How an export is cut into steps, each its own transaction.
+
+    A step commits once it has written ``max_spans`` spans or held the store's writer for
+    ``max_seconds`` (read from ``timer``, a monotonic clock in seconds), whichever comes
+    first; the check follows each span, so a step runs over ``max_seconds`` by at most one
+    span's write. After each step but the last the export sleeps ``pause_seconds`` (through
+    ``sleep``): a writer woken when the step let the store go takes it before the export's
+    next step can, instead of finding it taken again.
+    """
+
+    max_spans: int = attrs.field(default=STEP_SPANS, validator=_positive)
+    max_seconds: float = attrs.field(default=STEP_SECONDS, validator=_positive)
+    pause_seconds: float = attrs.field(default=STEP_PAUSE_SECONDS, validator=_not_negative)
+    timer: Callable[[], float] = attrs.field(default=time.monotonic, eq=False, repr=False)
+    sleep: Callable[[float], None] = attrs.field(default=time.sleep, eq=False, repr=False)
 
 
 @attrs.frozen
@@ -57,28 +117,100 @@ class IngestResult:
     run_ids: tuple[str, ...]
 
 
+class ExportCutShort(TemporarilyUnavailable):
+    """An export stopped after some of its steps were stored: send all of it again.
+
+    ``stored`` of its ``total`` spans are stored (a span sent again is found stored, not
+    stored twice); of the rest, those an earlier attempt stored are too, the others are not.
+    Raised when the store turned busy after the first step, or when the export's deadline
+    passed between two steps.
+    """
+
+    def __init__(
+        self, message: str, *, stored: int, total: int, retry_after_ms: int
+    ) -> None:
+        super().__init__(message, retry_after_ms=retry_after_ms)
+        self.stored = stored
+        self.total = total
+
+
 def ingest(
     governance: Governance,
     principal: Principal,
     spans: Iterable[Span],
     settings: MappingSettings | None = None,
+    *,
+    steps: ExportSteps | None = None,
+    deadline: float | None = None,
 ) -> IngestResult:
-    """Record ``spans`` (one export) as runs of ``principal``'s account.
+    """Record ``spans`` (one export) as runs of ``principal``'s account, step by step.
 
-    A span whose data the core refuses is reported in ``rejected`` and the rest are stored;
-    ``temporarily_unavailable`` and unexpected errors roll the whole export back. Then, when
-    ``settings.root_wait`` is set, the account's trace runs idle that long are ended
-    (:func:`governance_core.otel.idle.end_idle_runs`).
+    A span whose data the core refuses is reported in ``rejected`` and the rest are stored.
+    The export is written in ``steps`` (default :class:`ExportSteps`), each committed on its
+    own. When the store turns busy the step under way is rolled back: before any step was
+    committed the error is raised as it came (nothing is stored), after that as
+    :class:`ExportCutShort` naming how many spans are stored. When ``deadline`` (an instant
+    of ``steps.timer``) has passed at the end of a step, spans remain and this call has
+    stored at least one span no earlier call had, the export stops there with
+    :class:`ExportCutShort` too; steps that stored nothing new move the deadline on by
+    their length. Either way the sender sends the whole export again: what was stored is
+    found stored, the rest stored. Any other error (not one span's refusal) rolls back the
+    step under way and is raised as it came; the steps before it stay stored.
+
+    Then, when ``settings.root_wait`` is set, the account's trace runs idle that long are
+    ended (:func:`governance_core.otel.idle.end_idle_runs`).
     """
     settings = settings or MappingSettings()
+    steps = steps or ExportSteps()
     groups, rejected = group_spans(spans)
+    total = sum(len(group.spans) for group in groups)
     recorder = _Recorder(governance, principal, settings)
-    with governance.transaction():
-        for group in groups:
-            recorder.record(group)
+    work = itertools.chain.from_iterable(recorder.record(group) for group in groups)
+    finished = False
+    while not finished:
+        # Only once this request has stored something new: an export sent again finds
+        # what its earlier attempts stored, and each attempt must get further.
+        if (
+            deadline is not None and recorder.new and recorder.done < total
+            and steps.timer() >= deadline
+        ):
+            raise ExportCutShort(
+                f"the export was stopped at its deadline: {_progress(recorder, total)}",
+                stored=recorder.accepted, total=total, retry_after_ms=_CUT_RETRY_AFTER_MS,
+            )
+        before = (recorder.accepted, recorder.new, recorder.done)
+        began = steps.timer()
+        try:
+            with governance.transaction():
+                # The step's time starts once it holds the store, not while it waits for it.
+                started, first = steps.timer(), recorder.done
+                for _ in work:
+                    if (
+                        recorder.done - first >= steps.max_spans
+                        or steps.timer() - started >= steps.max_seconds
+                    ):
+                        break
+                else:
+                    finished = True
+        except TemporarilyUnavailable as busy:
+            if not recorder.step:
+                raise
+            # The step under way was rolled back: only the committed steps count.
+            recorder.accepted, recorder.new, recorder.done = before
+            raise ExportCutShort(
+                f"{busy.message}: {_progress(recorder, total)}",
+                stored=recorder.accepted, total=total, retry_after_ms=busy.retry_after_ms,
+            ) from busy
+        recorder.step += 1
+        if deadline is not None and recorder.new == before[1]:
+            # A step that stored nothing new (it found what an earlier attempt stored) does
+            # not count: each attempt gets as far as the deadline lets new writes go.
+            deadline += steps.timer() - began
+        if not finished and steps.pause_seconds:
+            steps.sleep(steps.pause_seconds)
     if settings.root_wait is not None:
-        # After the export's own transaction: ending another run never undoes the export,
-        # and a busy store leaves it to the next export (the export itself is stored).
+        # After the export's own steps: ending another run never undoes the export, and a
+        # busy store leaves it to the next export (the export itself is stored).
         with contextlib.suppress(TemporarilyUnavailable):
             end_idle_runs(
                 governance, idle_after=settings.root_wait, account_id=principal.account_id
@@ -90,12 +222,25 @@ def ingest(
     )
 
 
+def _progress(recorder: _Recorder, total: int) -> str:
+    """What a cut export left stored, for its sender."""
+    return (
+        f"{recorder.accepted} of its {total} spans are stored ({recorder.new} of them by this"
+        f" request) and {total - recorder.done} were not reached; send it again to store the"
+        " rest (spans already stored are replayed, not stored twice)"
+    )
+
+
 def _key(*parts: str) -> str:
     return "otel-" + "-".join(parts)
 
 
 class _Recorder:
-    """One export's writes; lookups of agents and environments are shared across its runs."""
+    """One export's writes; lookups of agents and environments are shared across its runs.
+
+    ``step`` counts the steps committed so far (the caller moves it), ``done`` the spans
+    written or refused, ``new`` the spans written that no earlier export had stored.
+    """
 
     def __init__(
         self, governance: Governance, principal: Principal, settings: MappingSettings
@@ -109,6 +254,9 @@ class _Recorder:
         self.accepted = 0
         self.rejected: list[Rejection] = []
         self.run_ids: list[str] = []
+        self.step = 0
+        self.done = 0
+        self.new = 0
         self._agents: dict[str, str] = {}
         self._environments: dict[str, str] = {}
         self._declared: dict[str, frozenset[str]] = {}
@@ -119,7 +267,8 @@ class _Recorder:
     def read(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         return self.governance.call(operation, params, principal=self.reader)
 
-    def record(self, group: TraceGroup) -> None:
+    def record(self, group: TraceGroup) -> Iterator[None]:
+        """Record one trace's run and spans, pausing before each span: a step may end there."""
         try:
             with self.governance.transaction():
                 run = self.run_for(group)
@@ -133,13 +282,27 @@ class _Recorder:
                 Rejection(span.trace_id, span.span_id, f"the run was refused: {error.message}")
                 for span in group.spans
             ]
+            self.done += len(group.spans)
             return
         self.run_ids.append(run["id"])
+        read_in = self.step
         declared = self.declared_types(run)
-        for span in group.spans:
-            self.record_span(run["id"], span, declared)
+        ids: dict[str, str] = {}
+        stored: dict[str, str] = {}
+        for index, span in enumerate(group.spans):
+            yield
+            if index % _LOOKAHEAD == 0:
+                ahead = group.spans[index:index + _LOOKAHEAD]
+                stored = self.stored_fingerprints(run["id"], ahead, ids)
+            self.record_span(run["id"], span, declared, ids, stored)
+            self.done += 1
         root = next((span for span in group.spans if is_root(span)), None)
-        if root is not None and run["status"] in ("pending", "active"):
+        if root is None:
+            return
+        if self.step != read_in:
+            # Read again: another writer may have ended the run between two steps.
+            run = self.read("agent_instances/show", {"agent_instance_id": run["id"]})["details"]
+        if run["status"] in ("pending", "active"):
             self.call("agent_instances/finish", {
                 "agent_instance_id": run["id"], "status": run_status(root),
                 "timestamp": timestamp(root.end_time_unix_nano),
@@ -158,21 +321,65 @@ class _Recorder:
             self._declared[schema_version_id] = frozenset(details.get("span_type_schemas") or ())
         return self._declared[schema_version_id]
 
-    def record_span(self, run_id: str, span: Span, declared: frozenset[str]) -> None:
-        span_id = derived_span_id(run_id, span.trace_id, span.span_id)
-        parent_id = (
-            None if is_root(span) else derived_span_id(run_id, span.trace_id, span.parent_span_id)
+    def span_id(self, run_id: str, span_id: str, trace_id: str, ids: dict[str, str]) -> str:
+        """The derived id of OTel span ``span_id`` (computed once per export: it is costly)."""
+        derived = ids.get(span_id)
+        if derived is None:
+            derived = ids[span_id] = derived_span_id(run_id, trace_id, span_id)
+        return derived
+
+    def stored_fingerprints(
+        self, run_id: str, spans: Iterable[Span], ids: dict[str, str]
+    ) -> dict[str, str]:
+        """The fingerprints of the creates of ``spans`` an earlier export stored, by span id.
+
+        One query for many spans: an export sent again after it was cut short finds what
+        its earlier attempts stored without a call per span. Empty when the caller may not
+        create spans (each call then refuses its span, as it should).
+        """
+        if self.principal.scope not in self.governance.registry[_CREATE].scopes:
+            return {}
+        by_record: dict[str, str] = {}
+        for span in spans:
+            span_id = self.span_id(run_id, span.span_id, span.trace_id, ids)
+            by_record[record_id(self.principal.account_id, _CREATE, _key(span_id))] = span_id
+        found = self.governance.store.query(
+            "idempotency_keys", [Filter("id", "in", list(by_record))]
+        )
+        return {by_record[record["id"]]: record["fingerprint"] for record in found}
+
+    def record_span(
+        self,
+        run_id: str,
+        span: Span,
+        declared: frozenset[str],
+        ids: dict[str, str],
+        stored: dict[str, str],
+    ) -> None:
+        """Record one span and its evaluations, or find it stored as it is sent.
+
+        ``ids`` holds the trace's derived span ids, ``stored`` the fingerprints of the creates
+        an earlier export stored (:meth:`stored_fingerprints`).
+        """
+        span_id = self.span_id(run_id, span.span_id, span.trace_id, ids)
+        parent_id = None if is_root(span) else self.span_id(
+            run_id, span.parent_span_id, span.trace_id, ids
         )
         members = span_members(
             span, span_id=span_id, parent_id=parent_id, settings=self.settings, declared=declared,
         )
+        create = {**members, "agent_instance_id": run_id, "idempotency_key": _key(span_id)}
+        before = stored.get(span_id)
+        if before is not None and before == fingerprint(_CREATE, create):
+            # Stored with this very content (and its evaluations with it, in the same
+            # transaction): the calls would only replay it.
+            self.accepted += 1
+            return
         try:
             # A span and its evaluations stand or fall together: the inner block is a
-            # savepoint of the export's transaction.
+            # savepoint of the step's transaction.
             with self.governance.transaction():
-                self.call("agent_spans/create", {
-                    **members, "agent_instance_id": run_id, "idempotency_key": _key(span_id),
-                })
+                self.call(_CREATE, create)
                 for index, (name, payload) in enumerate(quality_records(span, span_id)):
                     self.call("agent_instances/record_quality", {
                         "agent_instance_id": run_id, "name": name, "payload": payload,
@@ -184,6 +391,7 @@ class _Recorder:
             self.rejected.append(Rejection(span.trace_id, span.span_id, _describe(error)))
             return
         self.accepted += 1
+        self.new += before is None
 
     # -- the run a trace is recorded in ----------------------------------------------------
     def run_for(self, group: TraceGroup) -> dict[str, Any]:
