@@ -29,8 +29,10 @@ from governance_core.storage.memory import MemoryStore
 from governance_core.storage.protocol import (
     ChangeMarks,
     Filter,
+    AggregateRow,
     NullsOrder,
     Record,
+    GroupBy,
     SortKey,
     Store,
 )
@@ -385,6 +387,155 @@ class StoreContract:
             self.store.put("teams", {"id": "t2"})
             self.store.delete("teams", "old")
             _equal(self.query_ids("teams"), ["t1", "t2"], "inside the transaction")
+    # -- aggregates ------------------------------------------------------------------------
+    def _runs_fixture(self) -> None:
+        # Costs are multiples of 1/8: every order of adding them gives the same float.
+        self.put_all(
+            "agent_instances",
+            {"id": "i1", "account_id": "a", "started_at": "2026-01-01T23:59:59.999999Z",
+             "risk_level": "low", "total_cost": 0.125},
+            {"id": "i2", "account_id": "a", "started_at": "2026-01-01T00:00:00.000000Z",
+             "risk_level": "low", "total_cost": 2},
+            {"id": "i3", "account_id": "a", "started_at": "2026-01-02T08:00:00.000000Z",
+             "risk_level": "high", "total_cost": None},
+            {"id": "i4", "account_id": "a", "started_at": "2026-01-02T09:00:00.000000Z",
+             "risk_level": None, "total_cost": 0.5},
+            {"id": "i5", "account_id": "a", "started_at": None, "risk_level": None},
+            {"id": "i6", "account_id": "b", "started_at": "2026-01-01T10:00:00.000000Z",
+             "risk_level": "low", "total_cost": 64},
+        )
+
+    def test_aggregate_groups_by_day_and_field(self) -> None:
+        """Counts and sums per (day, value): filters apply first, null keys sort first."""
+        self._runs_fixture()
+        rows = self.store.aggregate(
+            "agent_instances",
+            [GroupBy("started_at", day=True), GroupBy("risk_level")],
+            ["total_cost"],
+            [Filter("account_id", "eq", "a")],
+        )
+        _equal(rows, [
+            AggregateRow((None, None), 1, (None,)),
+            AggregateRow(("2026-01-01", "low"), 2, (2.125,)),
+            AggregateRow(("2026-01-02", None), 1, (0.5,)),
+            AggregateRow(("2026-01-02", "high"), 1, (None,)),
+        ], "runs by day and risk level")
+        for row in rows:
+            for total in row.sums:
+                _check(total is None or type(total) is float, f"a real sum is a float: {row}")
+        since = self.store.aggregate(
+            "agent_instances", [GroupBy("started_at", day=True)], ["total_cost"],
+            [Filter("account_id", "eq", "a"),
+             Filter("started_at", "ge", "2026-01-01T12:00:00.000000Z")],
+        )
+        _equal(since, [
+            AggregateRow(("2026-01-01",), 1, (0.125,)),
+            AggregateRow(("2026-01-02",), 2, (0.5,)),
+        ], "runs started since noon, by day")
+
+    def test_aggregate_without_keys(self) -> None:
+        """No keys: one row of the totals when something matches, none otherwise."""
+        self._runs_fixture()
+        _equal(self.store.aggregate("agent_instances", sums=["total_cost"]),
+               [AggregateRow((), 6, (66.625,))], "every run")
+        _equal(self.store.aggregate("agent_instances", filters=[Filter("account_id", "eq", "z")]),
+               [], "nothing matches")
+        _equal(self.store.aggregate("teams"), [], "an empty table")
+
+    def test_aggregate_integer_sums_and_keys(self) -> None:
+        """Integer sums are ints, booleans count as 1 and 0, text keys order by code point."""
+        self.put_all(
+            "accounts",
+            {"id": "r1", "name": "b", "partition": 3},
+            {"id": "r2", "name": "b", "partition": True},
+            {"id": "r3", "name": "B", "partition": None},
+            {"id": "r4", "name": "\u00e9", "partition": 2**40},
+            {"id": "r5", "name": "b", "partition": False},
+        )
+        rows = self.store.aggregate("accounts", [GroupBy("name")], ["partition"])
+        _equal(rows, [
+            AggregateRow(("B",), 1, (None,)),
+            AggregateRow(("b",), 3, (4,)),
+            AggregateRow(("\u00e9",), 1, (2**40,)),
+        ], "accounts by name")
+        for row in rows:
+            _check(row.sums[0] is None or type(row.sums[0]) is int, f"an integer sum: {row}")
+        by_partition = self.store.aggregate("accounts", [GroupBy("partition")])
+        _equal(by_partition, [
+            AggregateRow((None,), 1), AggregateRow((0,), 1), AggregateRow((1,), 1),
+            AggregateRow((3,), 1), AggregateRow((2**40,), 1),
+        ], "accounts by partition (a boolean key is 0 or 1)")
+
+    def test_aggregate_integer_sums_stay_64_bit(self) -> None:
+        """A total that fits is answered however its parts add up; one that does not raises."""
+        top = 2**63 - 1
+        self.put_all(
+            "accounts",
+            {"id": "r1", "name": "fits", "partition": top},
+            {"id": "r2", "name": "fits", "partition": 1},
+            {"id": "r3", "name": "fits", "partition": -5},
+            {"id": "r4", "name": "over", "partition": top},
+            {"id": "r5", "name": "over", "partition": 1},
+        )
+        _equal(
+            self.store.aggregate("accounts", [GroupBy("name")], ["partition"],
+                                 [Filter("name", "eq", "fits")]),
+            [AggregateRow(("fits",), 3, (top - 4,))], "a total that fits",
+        )
+        _raises(ValueError, lambda: self.store.aggregate("accounts", sums=["partition"]),
+                "a total beyond a signed 64-bit integer")
+
+    def test_aggregate_day_of_any_text(self) -> None:
+        """A day key is a text's first ten characters, cut at a NUL first."""
+        self.put_all(
+            "teams",
+            {"id": "t1", "name": "2026-03-04T05:06:07.000000Z"},
+            {"id": "t2", "name": "2026-03-04"},
+            {"id": "t3", "name": "ab\x00cdefghijklm"},
+            {"id": "t4", "name": "\x01\u00e9\x01\x02bcdefghijkl"},
+            {"id": "t5", "name": "short"},
+            {"id": "t6", "name": "\x00"},
+        )
+        _equal(self.store.aggregate("teams", [GroupBy("name", day=True)]), [
+            AggregateRow(("",), 1),
+            AggregateRow(("\x01\u00e9\x01\x02bcdefg",), 1),
+            AggregateRow(("2026-03-04",), 2),
+            AggregateRow(("ab",), 1),
+            AggregateRow(("short",), 1),
+        ], "teams by the day of their name")
+
+    def test_aggregate_sees_the_transaction(self) -> None:
+        """Inside a transaction an aggregate counts its writes; a rollback takes them back."""
+        self.put_all("teams", {"id": "t1", "name": "x"})
+        try:
+            with self.store.transaction():
+                self.store.put("teams", {"id": "t2", "name": "x"})
+                _equal(self.store.aggregate("teams", [GroupBy("name")]),
+                       [AggregateRow(("x",), 2)], "inside the transaction")
+                raise _Boom
+        except _Boom:
+            pass
+        _equal(self.store.aggregate("teams", [GroupBy("name")]), [AggregateRow(("x",), 1)],
+               "after the rollback")
+
+    def test_malformed_aggregates_rejected(self) -> None:
+        """ValueError for a day of a non-text field, a sum of text, twice, or undeclared."""
+        cases: list[tuple[list[GroupBy], list[str], list[Filter]]] = [
+            ([GroupBy("partition", day=True)], [], []),
+            ([GroupBy("nope")], [], []),
+            ([], ["name"], []),
+            ([], ["partition", "partition"], []),
+            ([], ["nope"], []),
+            ([], [], [Filter("nope", "eq", 1)]),
+        ]
+        for group_by, sums, filters in cases:
+            _raises(
+                ValueError,
+                functools.partial(self.store.aggregate, "accounts", group_by, sums, filters),
+                f"aggregate by {group_by} of {sums} where {filters}",
+            )
+        _raises(ValueError, lambda: self.store.aggregate("nope"), "aggregate of an unknown table")
+
             _equal(self.store.count("teams", [Filter("name", "eq", "one")]), 1, "count inside")
         _equal(self.query_ids("teams"), ["t1", "t2"], "after commit")
 

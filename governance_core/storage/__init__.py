@@ -9,15 +9,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from governance_core.storage.protocol import Filter, Record, SortKey, Store
+from governance_core.storage.protocol import (
+    AggregateRow,
+    Filter,
+    GroupBy,
+    Record,
+    SortKey,
+    Store,
+)
 
 if TYPE_CHECKING:
     from governance_core.storage.memory import MemoryStore
     from governance_core.storage.sqlite import SQLiteStore
 
 __all__ = [
-    "Filter", "MemoryStore", "Record", "SQLiteStore", "SortKey", "Store", "is_postgres_location",
-    "open_store",
+    "AggregateRow", "Filter", "GroupBy", "MemoryStore", "Record", "SQLiteStore", "SortKey",
+    "Store", "is_postgres_location", "open_store",
 ]
 
 _SQLITE_URL = "sqlite:///"

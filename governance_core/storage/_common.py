@@ -8,16 +8,28 @@ declared fields hold values of another type than the schema declares.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, get_args
 
 from governance_core import jsontext
-from governance_core.storage.protocol import Filter, FilterOp, NullsOrder, Record, SortKey
+from governance_core.storage.protocol import (
+    AggregateRow,
+    Filter,
+    FilterOp,
+    GroupBy,
+    NullsOrder,
+    Record,
+    SortKey,
+)
 from governance_core.storage.schema import TABLES, Column, ColumnType
 
 __all__ = [
+    "DAY_LENGTH",
     "PageQuery",
+    "check_aggregate",
+    "check_integer_sum",
     "check_key",
+    "fold_groups",
     "check_marked",
     "check_page",
     "check_query",
@@ -25,6 +37,7 @@ __all__ = [
     "decode",
     "encode",
     "pages_by_id",
+    "sorted_groups",
 ]
 
 _FILTER_OPS = frozenset(get_args(FilterOp))
@@ -143,6 +156,84 @@ def check_query(table: str, filters: Sequence[Filter], sort: Sequence[SortKey] =
             raise ValueError(f"{table}.{key.field} is not a declared field")
         if key.nulls not in _NULLS_ORDERS:
             raise ValueError(f"nulls must be first, last or auto, not {key.nulls!r}")
+
+
+DAY_LENGTH = 10
+"""How many leading characters of a stored timestamp name its UTC date (``YYYY-MM-DD``)."""
+
+
+def check_aggregate(
+    table: str, group_by: Sequence[GroupBy], sums: Sequence[str], filters: Sequence[Filter]
+) -> list[Column]:
+    """Check an aggregate's arguments (see :meth:`Store.aggregate`); return the summed columns.
+
+    ValueError for what :func:`check_query` refuses, a key or sum on an undeclared field, a
+    ``day`` key on a field that is not text, a sum over text, or a field summed twice.
+    """
+    check_query(table, filters)
+    columns = _columns(table)
+    for key in group_by:
+        if not isinstance(key, GroupBy):
+            raise ValueError(f"group_by takes GroupBy keys, not {key!r}")
+        column = columns.get(key.field)
+        if column is None:
+            raise ValueError(f"{table}.{key.field} is not a declared field")
+        if key.day and column.type != "text":
+            raise ValueError(f"{table}.{key.field} is not text: it has no day to group by")
+    summed: list[Column] = []
+    for name in sums:
+        column = columns.get(name) if isinstance(name, str) else None
+        if column is None:
+            raise ValueError(f"{table}.{name} is not a declared field")
+        if column.type == "text":
+            raise ValueError(f"{table}.{name} holds text: it cannot be summed")
+        if column in summed:
+            raise ValueError(f"{table}.{name} is summed twice")
+        summed.append(column)
+    return summed
+
+
+def check_integer_sum(total: int) -> int:
+    """Return ``total``; ValueError when it leaves a signed 64-bit integer (as SQLite's sum)."""
+    if total not in _INTEGER_RANGE:
+        raise ValueError("an integer sum is outside a signed 64-bit integer")
+    return total
+
+
+def fold_groups(
+    rows: Iterable[Sequence[Any]], width: int, summed: Sequence[Column]
+) -> list[AggregateRow]:
+    """Group rows of ``width`` key values then one value per summed column, in Python.
+
+    The aggregate of records read one by one (the memory adapter; SQLite after its own sum
+    overflowed part way although the total may fit), with the port's meaning of every sum.
+    """
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for row in rows:
+        key = tuple(row[:width])
+        group = groups.setdefault(key, [0, *([None] * len(summed))])
+        group[0] += 1
+        for index, value in enumerate(row[width:], start=1):
+            if value is not None:
+                group[index] = (group[index] or 0) + value
+    return sorted_groups(
+        AggregateRow(key, group[0], tuple(
+            None if total is None
+            else check_integer_sum(int(total)) if column.type == "integer"
+            else float(total)
+            for total, column in zip(group[1:], summed, strict=True)
+        ))
+        for key, group in groups.items()
+    )
+
+
+def sorted_groups(rows: Iterable[AggregateRow]) -> list[AggregateRow]:
+    """Return aggregate rows ordered by key, nulls first (every adapter answers in this order).
+
+    Sorting here rather than in SQL keeps one order on every database: text by code point
+    whatever the collation, nulls first whatever the engine's default.
+    """
+    return sorted(rows, key=lambda row: tuple((v is not None, v) for v in row.key))
 
 
 def encode(record: Record) -> str:

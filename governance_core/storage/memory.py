@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from governance_core.storage._common import (
+    DAY_LENGTH,
+    check_aggregate,
     check_key,
     check_marked,
     check_page,
@@ -16,8 +18,9 @@ from governance_core.storage._common import (
     column_values,
     decode,
     encode,
+    fold_groups,
 )
-from governance_core.storage.protocol import Filter, Record, SortKey
+from governance_core.storage.protocol import AggregateRow, Filter, GroupBy, Record, SortKey
 from governance_core.storage.schema import TABLES
 
 __all__ = ["MemoryStore"]
@@ -143,6 +146,28 @@ class MemoryStore:
     def _iterate(self, table: str, filters: Sequence[Filter]) -> Iterator[Record]:
         yield from self.query(table, filters)
 
+    def aggregate(
+        self,
+        table: str,
+        group_by: Sequence[GroupBy] = (),
+        sums: Sequence[str] = (),
+        filters: Sequence[Filter] = (),
+    ) -> list[AggregateRow]:
+        """Count and sum the matching records per group (see :meth:`Store.aggregate`)."""
+        summed = check_aggregate(table, group_by, sums, filters)
+        types = {column.name: column.type for column in TABLES[table].columns}
+        keys = [(g.field, g.day, types.get(g.field, "text")) for g in group_by]
+        return fold_groups(
+            (
+                [
+                    *(_group_value(record.get(name), day, kind) for name, day, kind in keys),
+                    *(record.get(column.name) for column in summed),
+                ]
+                for record in self._matching(table, filters)
+            ),
+            len(keys), summed,
+        )
+
     def change_mark(self, tables: Collection[str]) -> Hashable:
         """A mark of ``tables`` (see :class:`~governance_core.storage.protocol.ChangeMarks`).
 
@@ -156,6 +181,17 @@ class MemoryStore:
 
     def close(self) -> None:
         """Release nothing: the records live as long as the object."""
+
+
+def _group_value(value: Any, day: bool, kind: str) -> Any:
+    # As a database column holds it: a boolean is an integer, a real is a float.
+    if value is None:
+        return None
+    if day:
+        return value.partition("\x00")[0][:DAY_LENGTH]
+    if kind == "real":
+        return float(value)
+    return int(value) if type(value) is bool else value
 
 
 def _matches(value: Any, condition: Filter) -> bool:

@@ -5,7 +5,9 @@ its own typed, indexed column (``text COLLATE "C"``, ``bigint``, ``double precis
 processes may write at once: every transaction runs at SERIALIZABLE isolation, so a write that
 collides with a concurrent one is rolled back whole and raised as
 :class:`~governance_core.errors.WriteConflict`, which the library re-runs a bounded number of
-times. A lock timeout, a lost connection or an exhausted pool is
+times; it is logged once, at debug, with the server's reason and no connection details
+(psycopg's own warning on closing the failed pipeline, which names them, is dropped). A lock
+timeout, a lost connection or an exhausted pool is
 :class:`~governance_core.errors.TemporarilyUnavailable`. Nested transactions are savepoints.
 
 ``data`` is ``json``, not ``jsonb``: ``jsonb`` refuses the escape ``\u0000`` and turns a float
@@ -17,6 +19,8 @@ always read from ``data``.
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 from collections.abc import Collection, Hashable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,7 +35,10 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from governance_core.errors import TemporarilyUnavailable, WriteConflict
 from governance_core.storage import is_postgres_location
 from governance_core.storage._common import (
+    DAY_LENGTH,
     _fits,
+    check_aggregate,
+    check_integer_sum,
     check_key,
     check_marked,
     check_page,
@@ -39,8 +46,9 @@ from governance_core.storage._common import (
     column_values,
     encode,
     pages_by_id,
+    sorted_groups,
 )
-from governance_core.storage.protocol import Filter, Record, SortKey
+from governance_core.storage.protocol import AggregateRow, Filter, GroupBy, Record, SortKey
 from governance_core.storage.schema import SCHEMA_VERSION, TABLES, Column, ColumnType, Table
 
 __all__ = [
@@ -79,6 +87,7 @@ _BUSY = (
 _MIGRATION_LOCK = 0x676F76_5F6D6967
 _POOL_PARAMETERS = {"pool_min_size", "pool_max_size", "pool_timeout"}
 _ID = Column("id")
+_LOG = logging.getLogger(__name__)
 
 
 class PostgresStore:
@@ -179,8 +188,18 @@ class PostgresStore:
         if held is None:
             yield
             return
-        with _translated(), held.pipeline():
-            yield
+        try:
+            with _translated(), held.pipeline():
+                try:
+                    yield
+                except BaseException:
+                    # Closing the pipeline after the block failed reports the same failure
+                    # again (as "pipeline aborted", naming the connection): the block's own
+                    # error is the one raised.
+                    _pipeline_echoes.quiet = True
+                    raise
+        finally:
+            _pipeline_echoes.quiet = False
 
     @contextmanager
     def _write(self) -> Iterator[None]:
@@ -261,6 +280,49 @@ class PostgresStore:
     def _page(self, table: str, filters: list[Filter], limit: int) -> list[Record]:
         return self.query(table, filters, limit=limit)
 
+    def aggregate(
+        self,
+        table: str,
+        group_by: Sequence[GroupBy] = (),
+        sums: Sequence[str] = (),
+        filters: Sequence[Filter] = (),
+    ) -> list[AggregateRow]:
+        """Count and sum the matching records per group in one ``GROUP BY`` query."""
+        summed = check_aggregate(table, group_by, sums, filters)
+        columns = {column.name: column for column in (_ID, *TABLES[table].columns)}
+        # A day is cut from the text before its first NUL (stored escaped), as SQLite cuts it.
+        keys = [
+            f'substr(replace(split_part("{key.field}", chr(1) || chr(1), 1),'
+            f" chr(1) || chr(2), chr(1)), 1, {DAY_LENGTH})" if key.day else f'"{key.field}"'
+            for key in group_by
+        ]
+        where, params = _where(table, filters)
+        selected = ", ".join([*keys, "count(*)", *(f'sum("{c.name}")' for c in summed)])
+        text = f'SELECT {selected} FROM "{table}"{where}'
+        if keys:
+            text += " GROUP BY " + ", ".join(str(index) for index in range(1, len(keys) + 1))
+        else:
+            # Without keys SQL answers one row even when nothing matches; the port answers none.
+            text += " HAVING count(*) > 0"
+        texts = [columns[key.field].type == "text" and not key.day for key in group_by]
+        width = len(keys)
+        return sorted_groups(
+            AggregateRow(
+                tuple(
+                    _untext(value) if is_text and value is not None else value
+                    for value, is_text in zip(row[:width], texts, strict=True)
+                ),
+                int(row[width]),
+                tuple(
+                    None if total is None
+                    else check_integer_sum(int(total)) if column.type == "integer"
+                    else float(total)
+                    for total, column in zip(row[width + 1:], summed, strict=True)
+                ),
+            )
+            for row in self._execute(text, params)
+        )
+
     def change_mark(self, tables: Collection[str]) -> Hashable:
         """A mark of ``tables`` (see :class:`~governance_core.storage.protocol.ChangeMarks`).
 
@@ -298,12 +360,37 @@ class _Statements:
         self.delete = f'DELETE FROM "{table.name}" WHERE "id" = %s RETURNING 1'
 
 
+class _PipelineEchoes(logging.Filter, threading.local):
+    """Drops psycopg's warnings about closing a pipeline whose block already failed.
+
+    Only while :meth:`PostgresStore.batched` is closing such a pipeline on this thread: the
+    warning repeats the block's error and names the server, user and database.
+    """
+
+    quiet = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Keep every record but those echoes."""
+        return not (self.quiet and str(record.msg).startswith(_ECHO_PREFIX))
+
+
+_ECHO_PREFIX = "error ignored "
+_pipeline_echoes = _PipelineEchoes()
+logging.getLogger("psycopg").addFilter(_pipeline_echoes)
+
+
 @contextmanager
 def _translated() -> Iterator[None]:
     """Raise the driver's transient failures as the library's errors."""
     try:
         yield
     except _CONFLICTS as error:
+        # Expected under concurrent writes, and re-run by the library: one debug record,
+        # with the server's reason only (the driver's own text names the connection).
+        _LOG.debug(
+            "write conflict (%s %s), the transaction is rolled back: %s",
+            type(error).__name__, error.sqlstate, error.diag.message_primary,
+        )
         raise WriteConflict(retry_after_ms=RETRY_AFTER_MS) from error
     except _BUSY as error:
         raise TemporarilyUnavailable(
@@ -345,6 +432,16 @@ def _text(value: str) -> str:
     # PostgreSQL text holds no NUL; this escape keeps code point order and equality.
     if "\x00" in value or "\x01" in value:
         return value.replace("\x01", "\x01\x02").replace("\x00", "\x01\x01")
+    return value
+
+
+_ESCAPED = re.compile("\x01([\x01\x02])")
+
+
+def _untext(value: str) -> str:
+    """The text :func:`_text` stored (a group key read back from a column)."""
+    if "\x01" in value:
+        return _ESCAPED.sub(lambda found: "\x00" if found.group(1) == "\x01" else "\x01", value)
     return value
 
 

@@ -15,6 +15,16 @@ value of another type than declared (``text``: a string; ``integer``: a signed 6
 or a boolean; ``real``: a finite float or an integer up to 2**53). A busy database is
 :class:`~governance_core.errors.TemporarilyUnavailable`. The executable form of this contract
 is :class:`governance_core.testing.StoreContract`.
+
+An aggregate (:meth:`Store.aggregate`) means the same on every adapter too: rows are grouped by
+the values of their ``group_by`` keys (a null key is a group of its own; a ``day`` key is the
+first ten characters, ``YYYY-MM-DD``, of a text timestamp in the library's fixed-width UTC
+form, and of any other text, cut at a NUL as SQLite cuts it), only groups holding a row are
+answered, ordered by key with nulls first and text by
+code point; a sum skips nulls, is None when every value is null, and is an ``int`` over an
+integer field and a ``float`` over a real one. ``ValueError`` for a ``day`` key on a field
+that is not text, a sum over a text field or a field named twice, and an integer sum outside
+a signed 64-bit integer.
 """
 
 from __future__ import annotations
@@ -26,10 +36,12 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import attrs
 
 __all__ = [
+    "AggregateRow",
     "BatchedWrites",
     "ChangeMarks",
     "Filter",
     "FilterOp",
+    "GroupBy",
     "NullsOrder",
     "PreparedWrites",
     "ReadAhead",
@@ -59,6 +71,32 @@ class SortKey:
     field: str
     descending: bool = False
     nulls: NullsOrder = "auto"
+
+
+@attrs.frozen
+class GroupBy:
+    """One grouping key of an aggregate: a declared field's value, or (``day``) its date.
+
+    ``day`` groups a text timestamp by its first ten characters (``YYYY-MM-DD``, the UTC date
+    of the library's stored form; any text is cut at a NUL first), so a plot per day is one
+    query whatever the number of rows.
+    """
+
+    field: str
+    day: bool = False
+
+
+@attrs.frozen
+class AggregateRow:
+    """One group of an aggregate: its key (one value per ``group_by``), rows and sums.
+
+    ``sums`` holds one value per summed field, in the order asked: an ``int`` for an integer
+    field, a ``float`` for a real one, None when every value of the group is null.
+    """
+
+    key: tuple[Any, ...]
+    count: int
+    sums: tuple[int | float | None, ...] = ()
 
 
 @runtime_checkable
@@ -102,6 +140,21 @@ class Store(Protocol):
 
     def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
         """Yield every matching record in id order, streamed (for exports and recounts)."""
+        ...
+
+    def aggregate(
+        self,
+        table: str,
+        group_by: Sequence[GroupBy] = (),
+        sums: Sequence[str] = (),
+        filters: Sequence[Filter] = (),
+    ) -> list[AggregateRow]:
+        """Count the records matching every filter, and sum ``sums``, per group of ``group_by``.
+
+        The database does the work (one grouped query), so plots and totals over any number
+        of records cost what their groups cost to read from an index, not a scan in Python.
+        Without ``group_by`` there is one row (key ``()``) when any record matches, else none.
+        """
         ...
 
     def close(self) -> None:

@@ -23,8 +23,8 @@ What it keeps never changes what a caller sees:
   fails the put that gave it (and a change made to it afterwards is not written); a rewrite
   of a record the transaction has written before has its declared fields checked when it is
   put and its JSON encoded (once) when it is passed on;
-- a query, count or iteration of a kept table first passes that table's kept records on, so
-  the store's own filtering and sorting see them;
+- a query, count, aggregate or iteration of a kept table first passes that table's kept
+  records on, so the store's own filtering and sorting see them;
 - a nested transaction (a savepoint) that fails takes back what it kept, and the inner
   store takes back whatever was passed on inside it;
 - every transaction's memory is its thread's own, and is forgotten when the outermost one
@@ -43,8 +43,10 @@ from typing import Any
 
 from governance_core.storage._common import column_values, decode, encode
 from governance_core.storage.protocol import (
+    AggregateRow,
     BatchedWrites,
     Filter,
+    GroupBy,
     PreparedWrites,
     Record,
     SortKey,
@@ -293,6 +295,17 @@ class WriteBehindStore:
         """The inner store's iteration, after the table's kept records are passed on."""
         self._pass_on(self._memory, table)
         return self.inner.iterate(table, filters)
+
+    def aggregate(
+        self,
+        table: str,
+        group_by: Sequence[GroupBy] = (),
+        sums: Sequence[str] = (),
+        filters: Sequence[Filter] = (),
+    ) -> list[AggregateRow]:
+        """The inner store's aggregate, after the table's kept records are passed on."""
+        self._pass_on(self._memory, table)
+        return self.inner.aggregate(table, group_by, sums, filters)
 
     def close(self) -> None:
         """Close the inner store."""

@@ -191,6 +191,7 @@ def test_indexes_of_an_older_layout_are_replaced(path: Path) -> None:
         "idx_agent_spans_agent_instance_id_started_at", "idx_agent_spans_agent_id_started_at",
         "idx_agent_spans_parent_span_id_started_at_set_parent_span_id",
         "idx_agent_spans_account_id_agent_instance_id_started_at_null_parent_span_id",
+        "idx_agent_spans_status_account_id_agent_instance_id_started_at",
     }
 
 

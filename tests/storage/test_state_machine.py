@@ -14,7 +14,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from governance_core.storage import Filter, MemoryStore, Record, SortKey, SQLiteStore, Store
+from governance_core.storage import (
+    Filter,
+    GroupBy,
+    MemoryStore,
+    Record,
+    SortKey,
+    SQLiteStore,
+    Store,
+)
 from governance_core.storage.protocol import FilterOp, ReadAhead
 from governance_core.storage.write_behind import WriteBehindStore
 from tests.stores import server_url, shared_slots
@@ -170,6 +178,16 @@ class StoresAgree(RuleBasedStateMachine):
         table, where = query["table"], query["filters"]
         self.both(lambda store: store.count(table, where))
         self.both(lambda store: list(store.iterate(table, where)))
+
+    @rule(query=queries(), data=st.data())
+    def aggregate(self, query: dict[str, Any], data: st.DataObject) -> None:
+        table = query["table"]
+        fields = sorted(FIELDS[table])
+        group_by = data.draw(st.lists(
+            st.builds(GroupBy, st.sampled_from(["id", *fields]), st.booleans()), max_size=2,
+        ))
+        sums = data.draw(st.lists(st.sampled_from(fields), max_size=2))
+        self.both(lambda store: store.aggregate(table, group_by, sums, query["filters"]))
 
     @rule(steps=st.lists(writes(), min_size=1, max_size=5), fail=st.booleans(), query=queries())
     def transaction(
