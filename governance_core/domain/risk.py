@@ -187,12 +187,14 @@ def raise_if_critical(
     schema_version: Record | None,
     span_type: Mapping[str, Any] | None,
     agent: Record | None = None,
+    rulesets: Rulesets | None = None,
 ) -> Record:
     """Raise ``risk_critical`` if the new activity ``span`` took its run to critical.
 
     ``instance`` is the run as stored after the span write, ``schema_version`` the run's
     schema version (already read by the span write) and ``span_type`` the span's entry in it.
-    ``agent`` is the run's agent when the span write read it. Returns the instance as stored
+    ``agent`` is the run's agent when the span write read it; ``rulesets`` the write's own,
+    when it looks the ruleset up again afterwards. Returns the instance as stored
     afterwards. The alert's payload names the score, the
     threshold and the span that crossed it; the alert schema ``risk_critical``, when the
     run's schema version declares one, gives its title and summary.
@@ -201,7 +203,7 @@ def raise_if_critical(
         return instance
     if span_type is None or not is_assessable(span_type.get("data_risk")):
         return instance
-    ruleset = Rulesets(ctx).for_agent(instance["agent_id"], agent)
+    ruleset = (rulesets or Rulesets(ctx)).for_agent(instance["agent_id"], agent)
     # The span's type declares something and ran, so the run's level is its total's.
     if run_total_score(ctx, instance, schema_version, ruleset) < ruleset.critical_threshold:
         return instance

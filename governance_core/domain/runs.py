@@ -13,6 +13,7 @@ run goes through :func:`advance_instance`, which follows
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -165,17 +166,22 @@ def record_span_and_agent(
     before: AgentSpan | None = None,
     *,
     record: Record | None = None,
+    rollups: Callable[[Record], Record] | None = None,
 ) -> tuple[Record, Record | None]:
     """Store ``span`` (new when ``before`` is None) and what it moves.
 
     The instance's aggregates follow the span; a pending run is started by an activity span
     (its ``started_at`` is that span's); the agent's ``last_activity_span_at`` follows the
-    instance's. ``record`` is the span's stored form when the caller has made it already.
+    instance's. ``record`` is the span's stored form when the caller has made it already;
+    ``rollups`` gives the instance with its rollups kept (see
+    :func:`governance_core.domain.insights.keep_run_rollups`) before it is stored.
     Returns the instance as stored, and the agent when the write read it (else None).
     """
     after_record = to_record(span) if record is None else record
     ctx.store.put("agent_spans", after_record)
     updated = apply_span(instance, None if before is None else to_record(before), after_record)
+    if rollups is not None:
+        updated = rollups(updated)
     if span.purpose == ACTIVITY and updated["status"] == "pending":
         updated = advance_instance(ctx, updated, "span", started_at=span.started_at)
     else:

@@ -19,7 +19,8 @@ import attrs
 
 from governance_core.context import Context
 from governance_core.converter import from_record, to_record
-from governance_core.domain.risk import raise_if_critical
+from governance_core.domain.insights import keep_risk_level, keep_total_cost
+from governance_core.domain.risk import Rulesets, raise_if_critical
 from governance_core.domain.runs import (
     cancelled_by_termination,
     prepared_span_type,
@@ -103,10 +104,15 @@ def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
         **span_checks(span_type, new.payload, new.result_payload),
     )
     record = to_record(span)
-    stored, agent = record_span_and_agent(ctx, instance, span, record=record)
+    stored, agent = record_span_and_agent(
+        ctx, instance, span, record=record,
+        rollups=lambda after: keep_total_cost(ctx, instance, after),
+    )
     if new.sensitive_encoding:
         keep_values(ctx, span.id, new.kept)
-    stored = raise_if_critical(ctx, stored, record, schema_version, entry, agent)
+    rulesets = Rulesets(ctx)
+    stored = raise_if_critical(ctx, stored, record, schema_version, entry, agent, rulesets)
+    stored = keep_risk_level(ctx, stored, schema_version, entry, rulesets, agent)
     return SpanWrite(record, stored, agent, schema_version, entry)
 
 
@@ -184,7 +190,10 @@ def finish_span(ctx: Context, record: Record, finish: SpanFinish) -> SpanWrite:
         updated_at=ctx.now, **derived,
     )
     stored = to_record(finished)
-    instance, agent = record_span_and_agent(ctx, instance, finished, before=span, record=stored)
+    instance, agent = record_span_and_agent(
+        ctx, instance, finished, before=span, record=stored,
+        rollups=lambda after: keep_total_cost(ctx, instance, after),
+    )
     if finish.sent_result and finished.sensitive_encoding:
         # A new result replaces the values kept for the old one (none when sent in clear).
         keep_values(ctx, span.id, {"result_payload": finish.result_values})

@@ -136,6 +136,9 @@ class AgentInstance:
     token_groups: list[dict[str, Any]] = attrs.field(factory=list)
     raised_alert_count: int = 0
     risk_critical_raised: bool = False
+    # Rollups for figures over many runs (governance_core.domain.insights), not in views.
+    risk_level: str | None = None
+    total_cost: float | None = None
 
 
 @attrs.frozen

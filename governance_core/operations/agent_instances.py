@@ -33,6 +33,7 @@ from governance_core.operations.common import (
 )
 from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Filter, Record
+from governance_core.rules.risk import RISK_LEVELS
 from governance_core.rules.states import (
     FINISH_STATUSES,
     INSTANCE,
@@ -75,7 +76,7 @@ def instance_details(
     insights = json_ready(run_insights(ctx, record, rulesets))
     return model_view(
         AgentInstance, record, "agent_instance",
-        hidden=("token_groups", "risk_critical_raised"),
+        hidden=("token_groups", "risk_critical_raised", "risk_level", "total_cost"),
         span_counts=span_counts_output(record.get("span_counts") or {}),
         span_schema_counts={"by_name": record.get("span_schema_counts") or {}},
         **insights,
@@ -149,14 +150,14 @@ def list_instances(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent instances.
 
     Filters ``agent_id``, ``environment_id``, ``agent_deployment_id``, ``status``,
-    ``purpose``, ``external_identifier``, ``start_time`` and ``end_time`` (on
-    ``started_at``, both inclusive). An ingestion token sees its own agent and environment
-    only.
+    ``purpose``, ``risk_level`` (of ``risk_score``; a run without one never matches),
+    ``external_identifier``, ``start_time`` and ``end_time`` (on ``started_at``, both
+    inclusive). An ingestion token sees its own agent and environment only.
     """
     filters = equality_filters(
         fields,
         ids=("agent_id", "environment_id", "agent_deployment_id"),
-        choices={"status": STATUSES, "purpose": PURPOSES},
+        choices={"status": STATUSES, "purpose": PURPOSES, "risk_level": RISK_LEVELS},
     ) + reach_filters(ctx)
     external_identifier = fields.str("external_identifier", max_length=REASON_MAX)
     if external_identifier:

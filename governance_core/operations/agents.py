@@ -12,7 +12,7 @@ import attrs
 
 from governance_core.context import Context
 from governance_core.converter import from_record
-from governance_core.domain.insights import run_insights
+from governance_core.domain.insights import rescore_runs, run_insights
 from governance_core.domain.risk import Rulesets
 from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope, list_envelope
@@ -275,6 +275,8 @@ def update_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
         check_external_identifier(ctx, updated.external_identifier, own_id=agent.id)
         updated = attrs.evolve(updated, updated_at=ctx.now)
         save(ctx, "agent", updated)
+    if updated.risk_profile_id != agent.risk_profile_id:
+        rescore_runs(ctx, [agent.id])
     return details_envelope(agent_details(ctx, updated))
 
 

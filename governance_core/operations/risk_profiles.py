@@ -8,6 +8,7 @@ import attrs
 
 from governance_core.context import Context
 from governance_core.converter import from_record
+from governance_core.domain.insights import rescore_runs
 from governance_core.domain.risk import profile_ruleset
 from governance_core.envelopes import details_envelope
 from governance_core.errors import Conflict, GovernanceError, InvalidAction
@@ -109,6 +110,13 @@ def update_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
     if updated != profile:
         updated = attrs.evolve(updated, updated_at=ctx.now)
         save(ctx, "risk_profile", updated)
+    if "ruleset" in changes:
+        # The default profile scores every agent without a profile of its own.
+        rescore_runs(ctx, None if profile.is_default else [
+            agent["id"] for agent in ctx.store.query(
+                "agents", [tenant(ctx), Filter("risk_profile_id", "eq", profile.id)]
+            )
+        ])
     return details_envelope(risk_profile_details(updated))
 
 
