@@ -6,6 +6,9 @@ change in any process at any time, so its record is read by every operation that
 only the parsing of its ruleset is kept, keyed by the ruleset's JSON text (a changed ruleset
 is a new key). A token and its account are kept under the store's change mark of tokens and
 accounts (see ``Governance.authenticate``): any change to either is a new key.
+
+Beside them, and not read from the store: the recent failed attempts to present a credential
+(:mod:`governance_core.rate_limits`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable, Hashable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from governance_core.rate_limits import FailedAttempts
 from governance_core.storage.protocol import Record, Store
 
 if TYPE_CHECKING:
@@ -68,6 +72,8 @@ class Caches:
         self.type_scores: BoundedCache[
             tuple[str | None, int], tuple[Ruleset, dict[str, Decimal]]
         ] = BoundedCache()
+        # Failed attempts to present a credential, by address and by credential.
+        self.failed_attempts = FailedAttempts()
 
     def schema_version(self, store: Store, schema_version_id: str) -> Record | None:
         """The stored schema version ``schema_version_id`` (read once; it never changes)."""

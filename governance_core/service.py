@@ -116,10 +116,11 @@ class Governance:
 
         ``encryption_key`` (a Fernet key from :func:`governance_core.encryption.generate_key`,
         or several separated by commas, the first encrypting) encrypts sensitive values at
-        rest; ``price_overrides`` (a mapping, or the path of a JSON file) is laid over the
-        packaged price snapshot. Each is a shortcut for a :class:`Config` field
-        (``cipher=cipher_from_key(key)``, ``pricing=load_catalogue(overrides)``) and refines
-        a ``config`` given as well.
+        rest; without one (and without a ``config`` naming a cipher) storing a sensitive value
+        raises :class:`~governance_core.encryption.EncryptionKeyMissing`. ``price_overrides``
+        (a mapping, or the path of a JSON file) is laid over the packaged price snapshot.
+        Each is a shortcut for a :class:`Config` field (``cipher=cipher_from_key(key)``,
+        ``pricing=load_catalogue(overrides)``) and refines a ``config`` given as well.
         """
         config: Config = parts.pop("config", None) or Config()
         if encryption_key is not None:
@@ -162,17 +163,28 @@ class Governance:
             raise NotFound(f"unknown operation {name!r}") from None
 
     def authenticate(self, token: str | None) -> Principal:
-        """The caller a bearer token stands for, or ``not_authenticated``/``bad_authtoken``."""
+        """The caller a bearer token stands for, or ``not_authenticated``/``bad_authtoken``.
+
+        A token that failed too often lately is refused ``temporarily_unavailable`` (rate
+        limited) without being looked up (:mod:`governance_core.rate_limits`).
+        """
         if not token:
             raise NotAuthenticated()
-        if not token.startswith(TOKEN_PREFIX):
-            raise BadAuthToken("the access token is malformed")
-        known = self._token(hash_secret(token))
-        now = self.clock()
-        if known.status != "active":
-            raise BadAuthToken(f"the access token is {known.status}")
-        if known.expires_at is not None and known.expires_at <= now:
-            raise BadAuthToken("the access token has expired")
+        token_hash = hash_secret(token)
+        attempts, key = self.caches.failed_attempts, ("token", token_hash)
+        attempts.check(self.clock, key)
+        try:
+            if not token.startswith(TOKEN_PREFIX):
+                raise BadAuthToken("the access token is malformed")
+            known = self._token(token_hash)
+            now = self.clock()
+            if known.status != "active":
+                raise BadAuthToken(f"the access token is {known.status}")
+            if known.expires_at is not None and known.expires_at <= now:
+                raise BadAuthToken("the access token has expired")
+        except BadAuthToken:
+            attempts.fail(self.clock, key)
+            raise
         last_used = known.last_used_at
         if last_used is None or now - last_used >= LAST_USED_RESOLUTION:
             token_id, admin_user_id = known.principal.token_id, known.principal.admin_user_id

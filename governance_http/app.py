@@ -12,6 +12,7 @@ import falcon.media
 
 from governance_core.errors import NotImplementedOperation
 from governance_core.service import Governance
+from governance_http.auth import FailedAttemptsGuard
 from governance_http.body import MAX_BODY_BYTES, MAX_JSON_DEPTH, BodyLimits
 from governance_http.console import mount_console
 from governance_http.errors import register_error_handlers
@@ -44,9 +45,10 @@ def create_app(
 
     Only routes whose operation is in ``governance.registry`` are served. Request bodies larger
     than ``max_body_bytes`` answer 413; JSON nested deeper than ``max_json_depth`` answers 400.
+    Failed credentials are limited per client address (:class:`FailedAttemptsGuard`).
     """
     app: falcon.App[falcon.Request, falcon.Response] = falcon.App(
-        media_type=falcon.MEDIA_JSON, middleware=[RequestLog()]
+        media_type=falcon.MEDIA_JSON, middleware=[RequestLog(), FailedAttemptsGuard(governance)]
     )
     app.req_options.strip_url_path_trailing_slash = True
     compact = partial(json.dumps, ensure_ascii=False, separators=(",", ":"))

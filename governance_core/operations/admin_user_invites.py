@@ -1,4 +1,9 @@
-"""Admin user invites: create, revoke, and accept (the invite token is the credential)."""
+"""Admin user invites: create, revoke, and accept (the invite token is the credential).
+
+An invite token that is not known counts as a failed attempt (see
+:mod:`governance_core.rate_limits`): under the token, and under the caller when a bulk
+request of an authenticated caller accepts it; the HTTP layer counts it under the address.
+"""
 
 from __future__ import annotations
 
@@ -109,8 +114,16 @@ def accept_invite(ctx: Context, fields: Fields) -> dict[str, Any]:
     name = fields.str("name", max_length=200) or None
     fields.done()
     assert secret is not None
-    found = ctx.store.query("admin_user_invites", [Filter("token_hash", "eq", hash_secret(secret))])
+    token_hash = hash_secret(secret)
+    # A bulk request accepts as an authenticated caller, whose guesses count against it.
+    keys = [("invite", token_hash)]
+    if ctx.principal is not None and ctx.principal.token_id is not None:
+        keys.append(("caller", ctx.principal.token_id))
+    ctx.caches.failed_attempts.check(lambda: ctx.now, *keys)
+    found = ctx.store.query("admin_user_invites", [Filter("token_hash", "eq", token_hash)])
     if not found:
+        for key in keys:
+            ctx.caches.failed_attempts.fail(lambda: ctx.now, key)
         raise NotFound("no invite has this token")
     invite = from_record(AdminUserInvite, found[0])
     account = ctx.store.get("accounts", invite.account_id)
