@@ -1,20 +1,29 @@
-"""Console page load of a run with 50,000 spans, against a run with 10 spans.
+"""Console page loads: a run of 50,000 spans against one of 10, and the overview over 100,000 runs.
 
 Builds, in a SQLite file, one run of ``--spans`` spans (``--steps`` top-level steps, each with
-its share of child spans) and one run of 10 spans, all written through the core's span create
-inside one transaction per 5,000 spans. Then, signed in to the console in-process (falcon's
-test client, so the figure is the server's time to answer), it times:
+its share of child spans, one in a thousand of them failed) and one run of 10 spans, all
+written through the core's span create inside one transaction per 5,000 spans. Then
+``--runs`` runs started over the last 7 days: ``--model-runs`` of them are written through the
+core (each with a few spans that report token usage and declare data risks, so each has its
+own cost and risk level), the rest are copies of those runs' records under new ids and start
+times, put in the store directly (the overview reads run records only, so copies cost it what
+runs written one by one would). Signed in to the console in-process (falcon's test client, so
+the figure is the server's time to answer), it times:
 
 - the run page (header, cost, risk, alerts and the first page of the top-level spans),
 - the fragment of one step's child spans (what expanding a span loads),
 - the last page of the top level (what "More spans" loads at the deepest offset),
+- the large run's failed spans (the header's "failed" link),
+- the overview (status counts, cost and risk levels per day over every run of the week),
+  against its goal of 300 ms,
+- the runs list filtered by risk level,
 
 and prints the median of ``--repeat`` loads of each and the ratio of the large run's page to
 the small run's. With a Chromium (``--browser PATH``, default ``GOVERNANCE_TEST_BROWSER`` or
 ``/usr/bin/chromium`` when present; ``--browser ''`` skips it) it also serves the store with
 ``governance serve`` and times opening each run page in headless Chromium until its ``load``
 event (stylesheet and script included).
-Usage: ``PYTHONPATH=. python benchmarks/console_bench.py [--spans 50000]``.
+Usage: ``PYTHONPATH=. python benchmarks/console_bench.py [--spans 50000] [--runs 100000]``.
 """
 
 from __future__ import annotations
@@ -65,7 +74,8 @@ def build_run(gov: Governance, session: Session, agent_id: str, spans: int, step
                 step, offset = divmod(index, spans // steps)
                 at = start + timedelta(milliseconds=index * 50)
                 params: dict[str, Any] = {
-                    "agent_instance_id": run["id"], "status": "complete",
+                    "agent_instance_id": run["id"],
+                    "status": "failed" if index % 1000 == 999 else "complete",
                     "started_at": format_timestamp(at),
                     "finished_at": format_timestamp(at + timedelta(milliseconds=40)),
                 }
@@ -82,6 +92,51 @@ def build_run(gov: Governance, session: Session, agent_id: str, spans: int, step
                     })
             written = min(spans, written + batch)
     return str(run["id"])
+
+
+OVERVIEW_GOAL_S = 0.300
+"""The overview's goal: under 300 ms of server time over 100,000 runs."""
+
+
+def build_week(gov: Governance, session: Session, agent_id: str, runs: int, models: int) -> None:
+    """``runs`` runs started over the last 7 days: ``models`` written through the core, copies.
+
+    Each model run has one to four spans with token usage; the spans' types declare data
+    risks of different weights, so the runs spread over the risk levels.
+    """
+    now = gov.clock()
+    written = []
+    with gov.store.transaction():
+        for index in range(models):
+            run = session.details("agent_instances/register", {
+                "agent_id": agent_id, "agent_version": {"external_identifier": "week"},
+                "agent_schema_version": SCHEMA,
+            })
+            for number in range(1 + index % 4):
+                session.details("agent_spans/create", {
+                    "agent_instance_id": run["id"], "status": "complete",
+                    "schema_name": "llm" if (index + number) % 3 else "step",
+                    "started_at": format_timestamp(now - timedelta(minutes=1)),
+                    "payload": {"model": "gpt-4o-mini", "prompt": "p"},
+                    "result_payload": {"usage": {
+                        "input_tokens": 100 + 37 * index, "output_tokens": 10 + number,
+                    }},
+                })
+            written.append(run["id"])
+    models_stored = [gov.store.get("agent_instances", run_id) for run_id in written]
+    span = timedelta(days=7) - timedelta(minutes=5)
+    copies = runs - models
+    for first in range(0, copies, 10_000):
+        with gov.store.transaction():
+            for index in range(first, min(copies, first + 10_000)):
+                model = models_stored[index % models]
+                assert model is not None
+                started = now - span * (index / max(1, copies))
+                gov.store.put("agent_instances", {
+                    **model, "id": gov.ids.new(0, started),
+                    "started_at": format_timestamp(started),
+                    "inserted_at": format_timestamp(started),
+                })
 
 
 def timed(client: falcon.testing.TestClient, cookie: str, path: str, repeat: int) -> float:
@@ -136,6 +191,8 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=50_000)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--model-runs", type=int, default=200)
     default_browser = os.environ.get("GOVERNANCE_TEST_BROWSER") or (
         "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else ""
     )
@@ -151,6 +208,9 @@ def main() -> None:
         built = time.perf_counter() - began
         small = build_run(gov, session, agent["id"], 10, 2)
         print(f"built a run of {args.spans:,} spans in {built:.1f} s")
+        began = time.perf_counter()
+        build_week(gov, session, agent["id"], args.runs, min(args.model_runs, args.runs))
+        print(f"stored {args.runs:,} runs over 7 days in {time.perf_counter() - began:.1f} s")
 
         client = falcon.testing.TestClient(create_app(gov))
         sign_in = client.simulate_get("/sign-in")
@@ -181,6 +241,13 @@ def main() -> None:
               f"{children * 1000:8.1f} ms")
         print(f"top level, page at offset {last_offset}:    {deepest * 1000:8.1f} ms")
         print(f"ratio large/small run page: {large_page / small_page:.2f}")
+        failed = timed(client, cookie, f"/runs/{large}?status=failed", args.repeat)
+        overview = timed(client, cookie, "/", args.repeat)
+        risky = timed(client, cookie, "/runs?risk_level=high", args.repeat)
+        print(f"failed spans of the {args.spans:,}-span run: {failed * 1000:8.1f} ms")
+        print(f"overview, {args.runs:,} runs:         {overview * 1000:8.1f} ms"
+              f"  (goal {OVERVIEW_GOAL_S * 1000:.0f} ms, ratio {overview / OVERVIEW_GOAL_S:.2f})")
+        print(f"runs list, risk level high:     {risky * 1000:8.1f} ms")
         if args.browser:
             small_open, large_open = browser_loads(
                 Path(folder) / "bench.db", boot.token, [f"/runs/{small}", f"/runs/{large}"],

@@ -13,6 +13,7 @@ from decimal import Decimal
 import attrs
 
 from governance_core.clock import parse_timestamp
+from governance_http.money import format_money
 
 __all__ = ["Bar", "BarChart", "bar_chart", "stacked_chart", "waterfall_bar"]
 
@@ -44,7 +45,9 @@ class BarChart:
 
 
 def _amount(value: Decimal, unit: str) -> str:
-    """A chart label: two decimals from 1 on, four significant digits below."""
+    """A chart label: dollars as everywhere else (:func:`format_money`), else two decimals."""
+    if unit == "$":
+        return format_money(value)
     return f"{unit}{value:,.2f}" if abs(value) >= 1 else f"{unit}{value:.4g}"
 
 

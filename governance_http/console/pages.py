@@ -18,9 +18,11 @@ import falcon
 
 from governance_core.clock import format_timestamp, parse_timestamp
 from governance_core.console_sessions import SESSION_LIFETIME
-from governance_core.errors import GovernanceError, NotFound
+from governance_core.domain.insights import count_run_spans, run_totals
+from governance_core.errors import GovernanceError, NotFound, TemporarilyUnavailable
 from governance_core.rules.cost import cost_breakdown, extract_usage
 from governance_core.rules.sensitive import MARKER_KEY
+from governance_http.auth import counted_attempt, retry_after_header
 from governance_http.console.charts import RISK_LEVELS, bar_chart, stacked_chart, waterfall_bar
 from governance_http.console.web import (
     SESSION_COOKIE,
@@ -38,9 +40,12 @@ PAGE_SIZE = 25
 MAX_DEPTH = 12
 """The deepest indentation the span tree draws (deeper spans line up at this depth)."""
 SPAN_PAGE = 100
+MATCH_PAGE = 50
+"""How many spans a page of a run's filtered spans lists."""
+SPAN_STATUSES = ("active", "complete", "failed", "cancelled")
 SCAN_PAGE = 100
 SCAN_LIMIT = 1000
-"""The most runs a page computing over runs (risk filter, overview plots) reads."""
+"""The most agents, environments or risk profiles a page names in its choices."""
 RUN_STATUSES = ("pending", "active", "complete", "failed", "cancelled", "terminated")
 STARTED_STATUSES = RUN_STATUSES[1:]
 LIVE_STATUSES = ("pending", "active")
@@ -49,6 +54,8 @@ RUN_SORTS = {
     "-started_at": "Newest first", "started_at": "Oldest first",
     "-finished_at": "Recently finished", "status": "Status",
 }
+REVEAL_SHOWN_FOR = timedelta(minutes=5)
+"""How long after a reveal the span's page shows the value again on reload, unrecorded."""
 SINCE = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 
 
@@ -139,16 +146,20 @@ class SignIn:
         ):
             self._form(req, resp, 403, "The form expired. Try again.", form.get("next"))
             return
+        credential = form.get("invite_token") or form.get("token", "")
         try:
-            if form.get("invite_token"):
-                ticket = self.console.sessions.accept_invite(
-                    form["invite_token"], name=form.get("name") or None
-                )
-            else:
-                ticket = self.console.sessions.sign_in(form.get("token", ""))
+            with counted_attempt(self.console.governance, req, credential):
+                if form.get("invite_token"):
+                    ticket = self.console.sessions.accept_invite(
+                        form["invite_token"], name=form.get("name") or None
+                    )
+                else:
+                    ticket = self.console.sessions.sign_in(form.get("token", ""))
         except GovernanceError as error:
             self._form(req, resp, http_status_for(error), f"Sign-in refused: {error.message}.",
                        form.get("next"))
+            if isinstance(error, TemporarilyUnavailable):
+                resp.set_header("Retry-After", retry_after_header(error))
             return
         self.console.secure(req, resp)
         self.console.set_cookie(
@@ -182,49 +193,47 @@ def _count_runs(visit: Visit, **filters: Any) -> int:
     return int(page["pagination"]["item_count"])
 
 
+def _run_totals(visit: Visit, group_by: list[str], since: datetime) -> list[dict[str, Any]]:
+    """The caller's runs started since ``since``, counted and costed per group (one query)."""
+    return run_totals(visit.context(), group_by, start_time=since)
+
+
 def _status_counts(visit: Visit, since: datetime) -> dict[str, int]:
     """Runs started since ``since`` by status (a pending run has not started: not counted)."""
-    counts = {}
-    for status in STARTED_STATUSES:
-        counts[status] = _count_runs(visit, status=status, start_time=format_timestamp(since))
+    counts = dict.fromkeys(STARTED_STATUSES, 0)
+    for row in _run_totals(visit, ["status"], since):
+        counts[row["status"]] = row["runs"]
     return counts
 
 
 def overview(visit: Visit) -> None:
-    """Runs by status, cost per day, risk levels per day, raised alerts."""
+    """Runs by status, cost per day, risk levels per day, raised alerts.
+
+    Every figure is a grouped count or sum of the store over all the runs it covers.
+    """
     now = visit.now
     windows = {
         label: _status_counts(visit, now - span)
         for label, span in (("Last 24 hours", SINCE["24h"]), ("Last 7 days", SINCE["7d"]))
     }
     days = [(now - timedelta(days=back)).date() for back in range(6, -1, -1)]
-    cost: dict[Any, Decimal] = defaultdict(Decimal)
-    risk: dict[Any, Counter[str]] = defaultdict(Counter)
-    scanned = 0
+    cost: dict[str, Decimal] = defaultdict(Decimal)
+    risk: dict[str, Counter[str]] = defaultdict(Counter)
     first_day = datetime.combine(days[0], time(0), tzinfo=UTC)
-    for run in _scan(visit, "agent_instances/list", sorting="-started_at",
-                     start_time=format_timestamp(first_day)):
-        scanned += 1
-        day = parse_timestamp(run["started_at"]).date()
-        total = (run.get("cost_breakdown") or {}).get("total_cost")
-        if total is not None:
-            cost[day] += Decimal(str(total))
-        level = _risk_level(run)
-        if level is not None:
-            risk[day][level] += 1
-    labels = [day.strftime("%a %d") for day in days]
-    cost_chart = bar_chart([(label, cost[day]) for label, day in zip(labels, days, strict=True)],
-                           unit="$")
-    risk_chart = stacked_chart(
-        [(label, risk[day]) for label, day in zip(labels, days, strict=True)]
-    )
+    for row in _run_totals(visit, ["day", "risk_level"], first_day):
+        if row["total_cost"] is not None:
+            cost[row["day"]] += row["total_cost"]
+        if row["risk_level"] is not None:
+            risk[row["day"]][row["risk_level"]] += row["runs"]
+    labels = [(day.strftime("%a %d"), day.isoformat()) for day in days]
+    cost_chart = bar_chart([(label, cost[day]) for label, day in labels], unit="$")
+    risk_chart = stacked_chart([(label, risk[day]) for label, day in labels])
     alerts = visit.call("alerts/list", status="raised", sorting="-raised_at",
                         **{"pagination[page_size]": 10})
     visit.render(
         "overview.html", windows=windows, statuses=STARTED_STATUSES,
         pending=_count_runs(visit, status="pending"), cost_chart=cost_chart,
-        risk_chart=risk_chart, risk_levels=RISK_LEVELS, scanned=scanned,
-        scan_limit=SCAN_LIMIT, alerts=alerts,
+        risk_chart=risk_chart, risk_levels=RISK_LEVELS, alerts=alerts,
     )
 
 
@@ -263,7 +272,7 @@ def agent_page(visit: Visit, agent_id: str) -> None:
 
 # -- runs --------------------------------------------------------------------------------
 def runs_page(visit: Visit) -> None:
-    """Runs, filtered, sorted and paginated by the core; risk level filtered on a scan."""
+    """Runs, filtered (risk level too), sorted and paginated by the core."""
     chosen = {
         "agent_id": visit.query("agent_id"),
         "environment_id": visit.query("environment_id"),
@@ -279,28 +288,16 @@ def runs_page(visit: Visit) -> None:
     if risk_level not in RISK_LEVELS:
         risk_level = None
     offset = _offset(visit)
-    filters = {**chosen, "start_time": start_time, "sorting": sort}
-    truncated = False
-    if risk_level is None:
-        page = visit.call("agent_instances/list", **filters, **{
-            "pagination[offset]": offset, "pagination[page_size]": PAGE_SIZE,
-        })
-        rows, total = page["summaries"], page["pagination"]["item_count"]
-    else:
-        matching = []
-        seen = 0
-        for run in _scan(visit, "agent_instances/list", **filters):
-            seen += 1
-            if _risk_level(run) == risk_level:
-                matching.append(run)
-        truncated = seen >= SCAN_LIMIT
-        rows, total = matching[offset:offset + PAGE_SIZE], len(matching)
+    page = visit.call("agent_instances/list", **chosen, start_time=start_time, sorting=sort,
+                      risk_level=risk_level, **{
+                          "pagination[offset]": offset, "pagination[page_size]": PAGE_SIZE,
+                      })
     params = {k: v for k, v in {**chosen, "since": since, "sort": sort,
                                  "risk_level": risk_level}.items() if v}
     visit.render(
-        "runs.html", rows=[_run_row(run, visit.now) for run in rows], total=total,
-        offset=offset, page_size=PAGE_SIZE, params=params, chosen=chosen, since=since,
-        sort=sort, risk_level=risk_level, truncated=truncated, scan_limit=SCAN_LIMIT,
+        "runs.html", rows=[_run_row(run, visit.now) for run in page["summaries"]],
+        total=page["pagination"]["item_count"], offset=offset, page_size=PAGE_SIZE,
+        params=params, chosen=chosen, since=since, sort=sort, risk_level=risk_level,
         agents=_names(visit, "agents/list"), environments=_names(visit, "environments/list"),
         statuses=RUN_STATUSES, purposes=("live", "smoke_test", "eval"), sorts=RUN_SORTS,
         risk_levels=RISK_LEVELS, since_choices=SINCE, query=urlencode,
@@ -356,16 +353,61 @@ def _risk_thresholds(visit: Visit, agent: dict[str, Any]) -> dict[str, Any] | No
 
 
 def _run_header(visit: Visit, run_id: str) -> dict[str, Any]:
+    """The run, and how many spans its tree holds: its activity spans and its system spans.
+
+    The run's ``span_counts`` count activity spans only; the tree also lists the quality and
+    alert spans the system records, so the header names both.
+    """
     run = visit.call(
         "agent_instances/show", agent_instance_id=run_id, redacted="true"
     )["details"]
-    return {"run": _run_row(run, visit.now), "live": run["status"] in LIVE_STATUSES}
+    every = count_run_spans(visit.context(), run["id"])
+    return {
+        "run": _run_row(run, visit.now), "live": run["status"] in LIVE_STATUSES,
+        "all_spans": every, "system_spans": every - run["span_counts"]["total"],
+    }
+
+
+def _span_matches(
+    visit: Visit, run: dict[str, Any], status: str | None, kind: str | None
+) -> dict[str, Any] | None:
+    """One page of the run's spans of ``status`` and type ``kind``, in time order.
+
+    None when neither is chosen (the page shows the tree). The store answers it from the
+    index of a run's spans by status and start, so finding the 50 failed spans of a run of
+    50,000 reads those 50.
+    """
+    if status is None and kind is None:
+        return None
+    page = visit.call(
+        "agent_spans/list", agent_instance_id=run["id"], status=status, schema_name=kind,
+        sorting="started_at", include_summaries="true",
+        **{"pagination[offset]": _offset(visit), "pagination[page_size]": MATCH_PAGE},
+    )
+    spans = [
+        {**span, "duration": duration(span.get("started_at"), span.get("finished_at"), visit.now)}
+        for span in page["summaries"]
+    ]
+    params = {k: v for k, v in {"status": status, "type": kind}.items() if v}
+    return {"spans": spans, "pagination": page["pagination"], "status": status, "type": kind,
+            "params": params}
 
 
 def run_page(visit: Visit, run_id: str) -> None:
-    """A run: header, span tree with waterfall, cost, risk, quality and alerts."""
+    """A run: header, span tree with waterfall, cost, risk, quality and alerts.
+
+    With ``status`` or ``type`` the tree gives way to the run's spans that filter picks.
+    """
     header = _run_header(visit, run_id)
     run = header["run"]
+    status = visit.query("status")
+    if status not in SPAN_STATUSES:
+        status = None
+    types = sorted((run.get("span_schema_counts") or {}).get("by_name") or {})
+    kind = visit.query("type")
+    if kind not in types:
+        kind = None
+    matches = _span_matches(visit, run, status, kind)
     agent = visit.call("agents/show", agent_id=run["agent_id"])["details"]
     environment = visit.call("environments/show", environment_id=run["environment_id"])
     version = visit.call("agent_versions/show", agent_version_id=run["agent_version_id"])
@@ -373,8 +415,9 @@ def run_page(visit: Visit, run_id: str) -> None:
                         **{"pagination[page_size]": 50})
     visit.render(
         "run.html", **header, agent=agent, environment=environment["details"],
-        version=version["details"], alerts=alerts,
-        tree=_span_rows(visit, run, None, _offset(visit)),
+        version=version["details"], alerts=alerts, matches=matches,
+        span_statuses=SPAN_STATUSES, span_types=types,
+        tree=_span_rows(visit, run, None, _offset(visit)) if matches is None else None,
         thresholds=_risk_thresholds(visit, agent) if run.get("risk_score") else None,
     )
 
@@ -422,17 +465,53 @@ def _span_view(visit: Visit, run_id: str, span_id: str, revealed: dict[str, Any]
                  revealed=revealed, reveals=reveals, marker_key=MARKER_KEY)
 
 
+def _recent_reveal(visit: Visit, span_id: str, reveal_id: str) -> dict[str, Any] | None:
+    """The reveal ``reveal_id`` of the span, when this caller made it within REVEAL_SHOWN_FOR.
+
+    Looked for among the span's newest reveals; one that is older, someone else's, or of
+    another span is None.
+    """
+    reveals = visit.call("agent_spans/reveals", agent_span_id=span_id, sorting="-inserted_at",
+                         **{"pagination[page_size]": 100})
+    principal = visit.core.principal
+    for reveal in reveals["summaries"]:
+        if (
+            reveal["id"] == reveal_id
+            and reveal["token_id"] == principal.token_id
+            and reveal["admin_user_id"] == principal.admin_user_id
+            and parse_timestamp(reveal["inserted_at"]) >= visit.now - REVEAL_SHOWN_FOR
+        ):
+            return dict(reveal)
+    return None
+
+
 def span_page(visit: Visit, run_id: str, span_id: str) -> None:
-    """A span's detail, sensitive values redacted (a page, or a fragment with ``fragment``)."""
-    _span_view(visit, run_id, span_id, {})
+    """A span's detail, sensitive values redacted (a page, or a fragment with ``fragment``).
+
+    ``reveal`` names a reveal this caller has just recorded (see :func:`reveal_value`): for
+    :data:`REVEAL_SHOWN_FOR` after it, the page shows that value again without recording
+    another reveal; afterwards the value is redacted again.
+    """
+    revealed: dict[str, Any] = {}
+    reveal_id = visit.query("reveal")
+    reveal = _recent_reveal(visit, span_id, reveal_id) if reveal_id else None
+    if reveal is not None:
+        full = visit.call("agent_spans/show", agent_span_id=span_id, redacted="false")["details"]
+        revealed[reveal["pointer"]] = _value_at(full, reveal["pointer"])
+    _span_view(visit, run_id, span_id, revealed)
 
 
 def reveal_value(visit: Visit, run_id: str, span_id: str) -> None:
-    """Record the reveal of one sensitive value, then show the span with that value."""
+    """Record the reveal of one sensitive value, then send the browser to a page showing it.
+
+    The answer is a redirect (POST-redirect-GET), so reloading the page shows the value again
+    without recording a second reveal; the address names the recorded reveal, never the
+    value.
+    """
     pointer = visit.form.get("pointer", "")
-    visit.call("agent_spans/record_reveal", agent_span_id=span_id, pointer=pointer)
-    full = visit.call("agent_spans/show", agent_span_id=span_id, redacted="false")["details"]
-    _span_view(visit, run_id, span_id, {pointer: _value_at(full, pointer)})
+    reveal = visit.call("agent_spans/record_reveal", agent_span_id=span_id, pointer=pointer)
+    query = urlencode({"reveal": reveal["details"]["id"]})
+    visit.redirect(f"/runs/{run_id}/spans/{span_id}?{query}")
 
 
 def terminate_run(visit: Visit, run_id: str) -> None:

@@ -3,7 +3,9 @@
 Every page runs through :meth:`Console.visit`: it resolves the session (a sign-in redirect
 without one), checks the CSRF token of a form, runs the page and renders a core error as an
 HTML page with the API's status for it. Pages act only through :class:`Visit.call`, which is
-``Session.call``: the same core operations, scope checks and account isolation as the API.
+``Session.call``: the same core operations, scope checks and account isolation as the API; the
+few figures no operation answers (counts and sums over many runs) come from core functions
+given :meth:`Visit.context`, the caller's own context, which keep to its account as well.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import re
 import secrets
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -24,9 +25,11 @@ import jinja2
 
 from governance_core.clock import parse_timestamp
 from governance_core.console_sessions import ConsoleSession, ConsoleSessions
+from governance_core.context import Context
 from governance_core.errors import GovernanceError, ValidationErrors
 from governance_core.service import Governance, Session
 from governance_http.errors import http_status_for
+from governance_http.money import format_money
 
 __all__ = [
     "FORM_LIMIT",
@@ -102,17 +105,6 @@ def duration(start: object, end: object, now: datetime | None = None) -> float |
     return max(0.0, (finish - parse_timestamp(start)).total_seconds())
 
 
-def _money(value: object) -> str:
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
-        return "—"
-    amount = Decimal(str(value))
-    if amount == 0:
-        return "$0"
-    if abs(amount) < Decimal("0.01"):
-        return f"${amount:.5f}"
-    return f"${amount:,.2f}"
-
-
 def _number(value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.2f}".rstrip("0").rstrip(".") if math.isfinite(value) else str(value)
@@ -139,7 +131,7 @@ def templates() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        timestamp=_timestamp, seconds=_seconds, money=_money, number=_number, short=_short,
+        timestamp=_timestamp, seconds=_seconds, money=format_money, number=_number, short=_short,
         jsontext=_json_text,
     )
     env.globals.update(urlencode=urlencode)
@@ -172,6 +164,13 @@ class Visit:
     def call(self, operation: str, **params: Any) -> dict[str, Any]:
         """Run a core operation as the session's caller; None values are left out."""
         return self.core.call(operation, {k: v for k, v in params.items() if v is not None})
+
+    def context(self) -> Context:
+        """A core context of the session's caller, for the core's reads that are no operation.
+
+        They keep to the caller's account (and an ingestion token's reach) as operations do.
+        """
+        return self.console.governance.context(self.core.principal)
 
     def query(self, name: str) -> str | None:
         """A query parameter, None when absent or empty."""

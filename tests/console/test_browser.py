@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
 from governance_core.service import Governance
 from tests.console.world import XSS, Account, make_account
 from tests.http.server import Served
@@ -58,7 +60,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, Account, Account]]:
     db = tmp_path_factory.mktemp("console") / "console.db"
-    with Governance.open(db) as gov:
+    with Governance.open(db, config=Config(cipher=PlaintextForTests())) as gov:
         alice = make_account(gov, "alice")
         bob = make_account(gov, "bob")
     server = Served(db)
@@ -198,3 +200,37 @@ def test_agent_written_markup_stays_text(
     assert "AB123456C" in page.inner_text(".revealed")
     page.goto("/settings")
     page.screenshot(path=shots / "settings.png", full_page=True)
+
+
+def test_find_the_failed_spans_of_a_run(
+    page: Any, world: tuple[Served, Account, Account], shots: Path
+) -> None:
+    _, alice, _ = world
+    sign_in(page, alice)
+    page.goto(f"/runs/{alice.failing_run_id}")
+    failed = page.locator(".run-header a.failed-link")
+    assert failed.inner_text() == "5 failed"
+    failed.click()
+    page.wait_for_selector("table.span-matches")
+    assert "Failed spans (5)" in page.inner_text("h2.matches-title")
+    rows = page.locator("table.span-matches tbody tr")
+    assert rows.count() == 5
+    assert all("failed" in rows.nth(index).inner_text() for index in range(5))
+    page.screenshot(path=shots / "run-failed-spans.png", full_page=True)
+    # A failed span opens in the detail panel; its parent is one click away.
+    rows.first.locator("td").first.locator("a").click()
+    page.wait_for_selector("#span-detail .span-detail")
+    assert "Attempt" in page.inner_text("#span-detail")
+    rows.first.locator("td").last.locator("a").click()
+    page.wait_for_function(
+        "() => document.querySelector('#span-detail').innerText.includes('lookup_')"
+    )
+    # The filter form narrows by type too, and leads back to the tree.
+    page.select_option("select[name=status]", "")
+    page.select_option("select[name=type]", "tool")
+    page.click(".span-filter button")
+    page.wait_for_selector("text=All spans of type tool (6)")
+    assert page.locator("table.span-matches tbody tr").count() == 6
+    page.click("text=The whole span tree")
+    page.wait_for_selector("#span-tree details.span")
+    assert page.locator("#span-tree > details.span").count() == 6

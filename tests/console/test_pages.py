@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import falcon
 import falcon.testing
@@ -11,6 +12,7 @@ import pytest
 from governance_core.console_sessions import SESSION_LIFETIME
 from governance_core.service import Governance
 from governance_http import create_app
+from governance_http.console import pages as console_pages
 from governance_http.console.web import SESSION_COOKIE, SIGN_IN_COOKIE
 from tests.console.support import CSRF, Visitor
 from tests.console.world import ATTRIBUTE_BREAK, XSS, Account
@@ -273,13 +275,13 @@ def test_runs_list_filters_sorts_and_pages(signed_in: Visitor, alice: Account) -
     assert f"/runs/{alice.playground_run_id}" in high
     assert f"/runs/{alice.markup_run_id}" not in high
     assert signed_in.get("/runs", purpose="eval").text.count("/runs/0") == 0
-    assert "of 3 runs" in signed_in.get("/runs", since="24h").text
+    assert "of 4 runs" in signed_in.get("/runs", since="24h").text
     for _ in range(26):
         alice.session.call("playground/register_loan_application_review_agent_instance",
                            {"agent_id": alice.agent_id})
     first = signed_in.get("/runs", sort="started_at").text
-    assert "1\u201325 of 29 runs" in first and "offset=25" in first
-    assert "26\u201329 of 29 runs" in signed_in.get("/runs", sort="started_at", offset=25).text
+    assert "1\u201325 of 30 runs" in first and "offset=25" in first
+    assert "26\u201330 of 30 runs" in signed_in.get("/runs", sort="started_at", offset=25).text
 
 
 def test_run_page_shows_tree_timeline_cost_risk_quality_and_alerts(
@@ -307,14 +309,42 @@ def test_span_detail_redacts_and_a_reveal_is_recorded(
     assert "[redacted string: pii]" in text and "AB123456C" not in text
     assert "payload: valid" in text and "personal_identifiers" in text
     revealed = signed_in.act(f"{path}/reveal", {"pointer": "/payload/secret"})
-    assert revealed.status_code == 200
-    assert "AB123456C" in revealed.text
     reveals = gov.store.query("sensitive_reveals")
     assert [(r["owner_id"], r["pointer"], r["token_id"]) for r in reveals] == [
         (alice.markup_span_id, "/payload/secret", alice.token_id)
     ]
+    # POST-redirect-GET: the answer sends the browser to a page naming the reveal, not the value.
+    assert revealed.status_code == 303
+    location = revealed.headers["Location"]
+    assert location == f"{path}?reveal={reveals[0]['id']}"
+    assert "AB123456C" not in location
+    # Reloading that page shows the value again and records nothing more.
+    for _ in range(2):
+        shown = signed_in.get(location.split("?")[0], reveal=reveals[0]["id"])
+        assert shown.status_code == 200 and "AB123456C" in shown.text
+    assert gov.store.count("sensitive_reveals") == 1
     assert "AB123456C" not in signed_in.get(path).text
     assert signed_in.act(f"{path}/reveal", {"pointer": "/payload/note"}).status_code == 422
+
+
+def test_a_recorded_reveal_is_shown_only_to_its_caller_and_only_for_a_while(
+    signed_in: Visitor, alice: Account, gov: Governance, client: falcon.testing.TestClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = f"/runs/{alice.markup_run_id}/spans/{alice.markup_span_id}"
+    signed_in.act(f"{path}/reveal", {"pointer": "/payload/secret"})
+    reveal_id = gov.store.query("sensitive_reveals")[0]["id"]
+    # Another token of the same account, in another browser, gets the page redacted.
+    other = alice.session.call("api_tokens/create", {"token_scope": "account"})["token"]
+    colleague = Visitor(client)
+    assert colleague.sign_in(other).status_code == 303
+    page = colleague.get(path, reveal=reveal_id)
+    assert page.status_code == 200 and "AB123456C" not in page.text
+    # Once the reveal is older than the console shows it for, the value is redacted again.
+    monkeypatch.setattr(console_pages, "REVEAL_SHOWN_FOR", timedelta(0))
+    assert "AB123456C" not in signed_in.get(path, reveal=reveal_id).text
+    assert "AB123456C" not in signed_in.get(path, reveal="nonsense").text
+    assert gov.store.count("sensitive_reveals") == 1
 
 
 def test_a_span_of_another_run_is_not_found_under_this_run(

@@ -1,5 +1,6 @@
 """Accounts for the console tests, made through the core: a playground run, a running run with
-an alert, and a run whose payloads, names and summaries carry markup."""
+an alert, a run whose payloads, names and summaries carry markup, and a run with failed spans
+among its children."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class Account:
     running_root_span_id: str
     markup_run_id: str
     markup_span_id: str
+    failing_run_id: str
 
 
 def _register(session: Session, agent_id: str, version: str) -> dict[str, Any]:
@@ -99,9 +101,24 @@ def make_account(gov: Governance, name: str) -> Account:
         "agent_instance_id": markup_run["id"], "name": "slow_run", "severity": "error",
         "payload": {"why": XSS},
     })
+    failing = session.call(
+        "playground/register_loan_application_review_agent_instance", {"agent_id": agent["id"]}
+    )["details"]
+    step = None
+    for index in range(24):
+        made = session.details("agent_spans/create", {
+            "agent_instance_id": failing["id"], "schema_name": "llm" if index % 4 else "tool",
+            "status": "failed" if index % 5 == 2 else "complete",
+            "parent_span_id": step if index % 4 else None,
+            "payload": {"model": "gpt-4o-mini", "prompt": f"Attempt {index}"}
+            if index % 4 else {"tool": f"lookup_{index // 4}"},
+        })
+        if index % 4 == 0:
+            step = made["id"]
     return Account(
         name=name, token=boot.token, token_id=boot.token_id, session=session,
         agent_id=agent["id"], playground_run_id=registered["id"],
         running_run_id=running["id"], running_root_span_id=root["id"],
         markup_run_id=markup_run["id"], markup_span_id=markup_span["id"],
+        failing_run_id=failing["id"],
     )

@@ -73,10 +73,13 @@ document.addEventListener("click", function (event) {
   var detailLink = target.closest("a[data-detail-url]");
   if (detailLink) {
     event.preventDefault();
-    document.querySelectorAll(".span-row.selected").forEach(function (row) {
+    document.querySelectorAll(".span-row.selected, tr.match.selected").forEach(function (row) {
       row.classList.remove("selected");
     });
-    detailLink.closest(".span-row").classList.add("selected");
+    var row = detailLink.closest(".span-row, tr.match");
+    if (row) {
+      row.classList.add("selected");
+    }
     showDetail(detailLink.dataset.detailUrl);
     return;
   }
