@@ -10,7 +10,14 @@ importing this package never requires a database driver.
 from governance_core.client import UNSET, AccountOperations, Issued, Unset
 from governance_core.clock import Clock, FixedClock, SystemClock, format_timestamp, parse_timestamp
 from governance_core.context import Config, Principal
-from governance_core.encryption import FernetCipher, PlainCipher, ValueCipher, generate_key
+from governance_core.encryption import (
+    EncryptionKeyMissing,
+    FernetCipher,
+    NoKeyCipher,
+    PlaintextForTests,
+    ValueCipher,
+    generate_key,
+)
 from governance_core.errors import (
     AlertAlreadyCleared,
     AlertUnknown,
@@ -49,6 +56,7 @@ __all__ = [
     "Clock",
     "Config",
     "Conflict",
+    "EncryptionKeyMissing",
     "FernetCipher",
     "FieldErrors",
     "Filter",
@@ -61,11 +69,12 @@ __all__ = [
     "InvalidValue",
     "Issued",
     "MemoryStore",
+    "NoKeyCipher",
     "NotAuthenticated",
     "NotFound",
     "NotImplementedOperation",
     "NotPermitted",
-    "PlainCipher",
+    "PlaintextForTests",
     "Principal",
     "Record",
     "RequiredValue",

@@ -17,7 +17,7 @@ import attrs
 
 from governance_core.caches import Caches
 from governance_core.clock import Clock, parse_timestamp
-from governance_core.encryption import PlainCipher, ValueCipher
+from governance_core.encryption import NoKeyCipher, ValueCipher
 from governance_core.ids import IdFactory
 from governance_core.repository import Repository
 from governance_core.rules.cost import PricingCatalogue, load_catalogue
@@ -88,14 +88,17 @@ class Config:
 
     ``pricing`` prices token usage on read (default: the packaged LiteLLM snapshot, parsed
     once per process; ``load_catalogue(overrides)`` adds an override table). ``cipher``
-    encrypts sensitive values at rest (default: none; ``cipher_from_key(key)`` for Fernet).
+    encrypts sensitive values at rest (``cipher_from_key(key)`` for Fernet; by default none,
+    and storing a sensitive value is refused: ``PlaintextForTests()`` is the tests' choice).
     """
 
     pricing: PricingCatalogue = attrs.field(factory=load_catalogue)
-    cipher: ValueCipher = attrs.field(factory=PlainCipher)
+    cipher: ValueCipher = attrs.field(factory=NoKeyCipher)
     dormant_after: timedelta = timedelta(days=30)
     invite_ttl: timedelta = timedelta(days=7)
     base_url: str = "http://127.0.0.1:8000"
+    webhook_allowed_networks: tuple[str, ...] = ()
+    """Networks webhooks may reach although not public (``10.0.0.0/8``); none by default."""
 
 
 Invoke = Callable[[str, Mapping[str, Any]], dict[str, Any]]

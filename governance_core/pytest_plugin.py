@@ -5,7 +5,8 @@ suite gets these fixtures with no import or configuration:
 
 ``governance``
     A :class:`~governance_core.service.Governance` over a new in-memory store, with one
-    account bootstrapped (see ``governance_bootstrap``).
+    account bootstrapped (see ``governance_bootstrap``). It keeps sensitive values with
+    :class:`~governance_core.encryption.PlaintextForTests`: no key is needed in tests.
 ``governance_bootstrap``
     That account's :class:`~governance_core.service.Bootstrap`: ids and an account token.
 ``governance_session``
@@ -281,10 +282,13 @@ class RecordedRun:
 
 @pytest.fixture
 def _governance_made() -> Iterator[tuple[Governance, Bootstrap]]:
+    from governance_core.context import Config
+    from governance_core.encryption import PlaintextForTests
     from governance_core.service import Governance
     from governance_core.storage.memory import MemoryStore
 
-    made = Governance(MemoryStore())
+    # A test store holds no real data: its sensitive values are kept without a key, by choice.
+    made = Governance(MemoryStore(), config=Config(cipher=PlaintextForTests()))
     setup = made.bootstrap(account_name="Test account", admin_email="admin@example.test")
     yield made, setup
     made.close()

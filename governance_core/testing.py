@@ -23,16 +23,18 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from governance_core.clock import FixedClock
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests, ValueCipher
 from governance_core.ids import SeededIds
 from governance_core.service import Bootstrap, Governance
 from governance_core.storage.memory import MemoryStore
 from governance_core.storage.protocol import (
+    AggregateRow,
     ChangeMarks,
     Filter,
-    AggregateRow,
+    GroupBy,
     NullsOrder,
     Record,
-    GroupBy,
     SortKey,
     Store,
 )
@@ -41,19 +43,26 @@ __all__ = ["FixedClock", "SeededIds", "StoreContract", "make_governance"]
 
 
 def make_governance(
-    store: Store | None = None, *, seed: int = 0, clock: FixedClock | None = None
+    store: Store | None = None,
+    *,
+    seed: int = 0,
+    clock: FixedClock | None = None,
+    cipher: ValueCipher | None = None,
 ) -> tuple[Governance, Bootstrap]:
     """Return a deterministic facade (a ``MemoryStore`` unless given one) and its bootstrap.
 
     The facade's clock is ``clock`` (a new :class:`FixedClock` by default) and its ids come
     from ``SeededIds(seed)``, so the same arguments give the same ids and times (token secrets
-    stay random). The bootstrap holds the account, its admin user, defaults and an account
-    token.
+    stay random). Sensitive values are kept with ``cipher``: by default
+    :class:`~governance_core.encryption.PlaintextForTests`, since a test store holds no real
+    data (pass a ``FernetCipher`` to exercise encryption). The bootstrap holds the account,
+    its admin user, defaults and an account token.
     """
     governance = Governance(
         store if store is not None else MemoryStore(),
         clock=clock or FixedClock(),
         ids=SeededIds(seed),
+        config=Config(cipher=cipher if cipher is not None else PlaintextForTests()),
     )
     return governance, governance.bootstrap()
 
@@ -378,15 +387,6 @@ class StoreContract:
         _equal(expected, sorted(expected), "filtered query order")
         _equal(len(expected), self.store.count("accounts", some), "filtered count")
 
-    # -- transactions ----------------------------------------------------------------------
-    def test_transaction_commits(self) -> None:
-        """Writes in a transaction are seen inside it and stay after it."""
-        self.store.put("teams", {"id": "old"})
-        with self.store.transaction():
-            self.store.put("teams", {"id": "t1", "name": "one"})
-            self.store.put("teams", {"id": "t2"})
-            self.store.delete("teams", "old")
-            _equal(self.query_ids("teams"), ["t1", "t2"], "inside the transaction")
     # -- aggregates ------------------------------------------------------------------------
     def _runs_fixture(self) -> None:
         # Costs are multiples of 1/8: every order of adding them gives the same float.
@@ -536,6 +536,15 @@ class StoreContract:
             )
         _raises(ValueError, lambda: self.store.aggregate("nope"), "aggregate of an unknown table")
 
+    # -- transactions ----------------------------------------------------------------------
+    def test_transaction_commits(self) -> None:
+        """Writes in a transaction are seen inside it and stay after it."""
+        self.store.put("teams", {"id": "old"})
+        with self.store.transaction():
+            self.store.put("teams", {"id": "t1", "name": "one"})
+            self.store.put("teams", {"id": "t2"})
+            self.store.delete("teams", "old")
+            _equal(self.query_ids("teams"), ["t1", "t2"], "inside the transaction")
             _equal(self.store.count("teams", [Filter("name", "eq", "one")]), 1, "count inside")
         _equal(self.query_ids("teams"), ["t1", "t2"], "after commit")
 

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from governance_core.clock import FixedClock
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
 from governance_core.ids import SeededIds
 from governance_core.service import Bootstrap, Governance
 from tests.stores import STORE_KINDS, drop_shared, make_store
@@ -25,7 +27,10 @@ def _scratch_databases() -> Iterator[None]:
 @pytest.fixture(params=STORE_KINDS)
 def gov(request: pytest.FixtureRequest) -> Iterator[Governance]:
     """A facade with a fixed clock and seeded ids, over each reference store in turn."""
-    governance = Governance(make_store(request.param), clock=FixedClock(), ids=SeededIds(7))
+    # Test data holds nothing secret: its sensitive values are kept without encryption, by
+    # choice (tests/core/test_encryption_keys.py covers encryption).
+    governance = Governance(make_store(request.param), clock=FixedClock(), ids=SeededIds(7),
+                            config=Config(cipher=PlaintextForTests()))
     yield governance
     governance.close()
 

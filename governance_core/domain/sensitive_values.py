@@ -10,29 +10,40 @@ no value reaches them.
 Only single-resource reads by account tokens without ``redacted=true`` put the values back
 (:func:`may_reveal`, :func:`reveal`); lists, write responses (and so stored idempotent
 replays) and ingestion-token reads show the markers without ``value``.
+
+:func:`rekey` encrypts again, under the first configured key, every value kept here and
+every webhook signing secret (the same cipher keeps them): those stored in plain before a key
+was configured and those under a key being rotated out.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
+
+import attrs
 
 from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.converter import json_ready
-from governance_core.errors import ValidationErrors
+from governance_core.encryption import FernetCipher
+from governance_core.errors import InvalidValue, ValidationErrors, WriteConflict
 from governance_core.fields import Fields
 from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.sensitive import restore_sensitive, split_sensitive
+from governance_core.storage.protocol import SortKey, Store
 
 __all__ = [
+    "REKEY_BATCH",
     "TABLE",
+    "Rekeyed",
     "keep_values",
     "load_values",
     "may_reveal",
     "quality_member",
+    "rekey",
     "reveal",
     "reveal_quality",
     "split_member",
@@ -144,3 +155,107 @@ def reveal_quality(ctx: Context, instance_id: str, payloads: Mapping[str, Any]) 
         if quality_member(name) in kept else payload
         for name, payload in payloads.items()
     }
+
+
+REKEY_BATCH = 500
+"""Records :func:`rekey` rewrites in one transaction unless told otherwise."""
+
+_SECRETS_TABLE = "destinations"
+_REKEY_ATTEMPTS = 8
+
+
+@attrs.frozen
+class Rekeyed:
+    """What :func:`rekey` did: records read, and records written again under the first key."""
+
+    values_read: int = 0
+    values_rewritten: int = 0
+    destinations_read: int = 0
+    destinations_rewritten: int = 0
+
+
+def _rekey_value(record: Record, cipher: FernetCipher) -> Record | None:
+    token = base64.b64decode(record["ciphertext"])
+    if cipher.is_current(token):
+        return None
+    fresh = base64.b64encode(cipher.reencrypt(token)).decode("ascii")
+    return {**record, "ciphertext": fresh}
+
+
+def _rekey_secrets(record: Record, cipher: FernetCipher) -> Record | None:
+    # An entry is {"value", "sealed", "expires_at"}: "sealed": false marks a secret stored
+    # in plain for want of a key (entries from before that mark have none).
+    entries = record.get("secrets") or []
+    if all(
+        entry.get("sealed", True) and cipher.is_current(entry["value"].encode("ascii"))
+        for entry in entries
+    ):
+        return None
+    rewritten = [
+        {**entry, "sealed": True,
+         "value": cipher.reencrypt(entry["value"].encode("ascii")).decode("ascii")}
+        for entry in entries
+    ]
+    return {**record, "secrets": rewritten}
+
+
+def _rekey_table(
+    store: Store,
+    table: str,
+    rewrite: Callable[[Record, FernetCipher], Record | None],
+    cipher: FernetCipher,
+    batch_size: int,
+    progress: Callable[[str, int, int], None] | None,
+) -> tuple[int, int]:
+    read = rewritten = 0
+    after = ""
+    while True:
+        for attempt in range(_REKEY_ATTEMPTS):
+            try:
+                # One bounded transaction a batch, the batch read inside it: a value a
+                # server rewrites meanwhile makes the batch conflict and run again, never
+                # lose the newer value.
+                with store.transaction():
+                    batch = store.query(
+                        table, [Filter("id", "gt", after)], [SortKey("id")], limit=batch_size
+                    )
+                    changed = 0
+                    for record in batch:
+                        fresh = rewrite(record, cipher)
+                        if fresh is not None:
+                            store.put(table, fresh)
+                            changed += 1
+                break
+            except WriteConflict:
+                if attempt == _REKEY_ATTEMPTS - 1:
+                    raise
+        if not batch:
+            return read, rewritten
+        read += len(batch)
+        rewritten += changed
+        after = batch[-1]["id"]
+        if progress is not None:
+            progress(table, read, rewritten)
+
+
+def rekey(
+    store: Store,
+    cipher: FernetCipher,
+    *,
+    batch_size: int = REKEY_BATCH,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Rekeyed:
+    """Encrypt every kept value and webhook secret under ``cipher``'s first key.
+
+    Values stored in plain and values under any of ``cipher``'s other keys are rewritten;
+    values already under the first key are left alone, so running it again (after an
+    interruption, say) only finishes what is left. Each batch of ``batch_size`` records is
+    one transaction; ``progress(table, read, rewritten)`` is called after each. A value no
+    configured key opens stops it with :class:`~governance_core.errors.UnexpectedError`,
+    its batch rolled back.
+    """
+    if batch_size < 1:
+        raise InvalidValue("batch_size must be at least 1")
+    values = _rekey_table(store, TABLE, _rekey_value, cipher, batch_size, progress)
+    secrets = _rekey_table(store, _SECRETS_TABLE, _rekey_secrets, cipher, batch_size, progress)
+    return Rekeyed(*values, *secrets)

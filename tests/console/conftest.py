@@ -8,6 +8,8 @@ import falcon
 import falcon.testing
 import pytest
 
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
 from governance_core.service import Governance
 from governance_core.storage import MemoryStore
 from governance_http import create_app
@@ -17,7 +19,7 @@ from tests.console.world import Account, make_account
 
 @pytest.fixture
 def gov() -> Iterator[Governance]:
-    governance = Governance(MemoryStore())
+    governance = Governance(MemoryStore(), config=Config(cipher=PlaintextForTests()))
     yield governance
     governance.close()
 

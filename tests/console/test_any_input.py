@@ -10,6 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
 from governance_core.service import Governance
 from governance_core.storage import MemoryStore
 from governance_http import create_app
@@ -34,7 +36,7 @@ World = tuple[falcon.testing.TestClient, Account, str]
 
 @pytest.fixture(scope="module")
 def world() -> World:
-    gov = Governance(MemoryStore())
+    gov = Governance(MemoryStore(), config=Config(cipher=PlaintextForTests()))
     alice = make_account(gov, "alice")
     other_token = alice.session.details("api_tokens/create", {"token_scope": "account"})
     return falcon.testing.TestClient(create_app(gov)), alice, other_token["id"]

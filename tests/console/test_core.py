@@ -8,6 +8,8 @@ import pytest
 
 from governance_core.clock import FixedClock, format_timestamp
 from governance_core.console_sessions import SESSION_LIFETIME, ConsoleSessions
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
 from governance_core.errors import (
     BadAuthToken,
     NotFound,
@@ -26,7 +28,7 @@ def clock() -> FixedClock:
 
 @pytest.fixture
 def gov(clock: FixedClock) -> Governance:
-    return Governance(MemoryStore(), clock=clock)
+    return Governance(MemoryStore(), clock=clock, config=Config(cipher=PlaintextForTests()))
 
 
 @pytest.fixture

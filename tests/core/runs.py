@@ -8,7 +8,8 @@ from typing import Any
 import attrs
 
 from governance_core.clock import FixedClock
-from governance_core.context import Principal
+from governance_core.context import Config, Principal
+from governance_core.encryption import PlaintextForTests
 from governance_core.ids import SeededIds
 from governance_core.service import Bootstrap, Governance
 from tests.stores import make_store
@@ -63,7 +64,8 @@ def account_caller(gov: Governance, boot: Bootstrap) -> Caller:
 def fresh_caller(store: str) -> Caller:
     """A bootstrapped account on a new store of kind ``store`` (for Hypothesis tests, which
     cannot use function-scoped fixtures)."""
-    gov = Governance(make_store(store), clock=FixedClock(), ids=SeededIds(11))
+    gov = Governance(make_store(store), clock=FixedClock(), ids=SeededIds(11),
+                     config=Config(cipher=PlaintextForTests()))
     return account_caller(gov, gov.bootstrap())
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from governance_core.clock import FixedClock
 from governance_core.console_sessions import ConsoleSessions
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
 from governance_core.service import Governance
 from governance_core.storage import MemoryStore
 from tests.console.world import make_account
 
 
 def test_a_token_suspended_and_activated_with_no_request_between_ends_its_sessions() -> None:
-    gov = Governance(MemoryStore(), clock=FixedClock())
+    gov = Governance(MemoryStore(), clock=FixedClock(), config=Config(cipher=PlaintextForTests()))
     alice = make_account(gov, "alice")
     admin = gov.session(alice.token)
     other = admin.call("api_tokens/create", {"token_scope": "account"})
@@ -33,7 +35,7 @@ def test_a_token_suspended_and_activated_with_no_request_between_ends_its_sessio
 
 
 def test_revoking_a_token_deletes_its_sessions() -> None:
-    gov = Governance(MemoryStore(), clock=FixedClock())
+    gov = Governance(MemoryStore(), clock=FixedClock(), config=Config(cipher=PlaintextForTests()))
     alice = make_account(gov, "alice")
     admin = gov.session(alice.token)
     other = admin.call("api_tokens/create", {"token_scope": "account"})

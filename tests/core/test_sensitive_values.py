@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from governance_core.clock import FixedClock
-from governance_core.encryption import generate_key
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests, generate_key
 from governance_core.errors import ValidationErrors
 from governance_core.ids import SeededIds
 from governance_core.service import Bootstrap, Governance
@@ -164,8 +165,10 @@ def test_a_bad_alert_marker_is_422_at_its_path(world: InsightWorld) -> None:
 
 
 def file_world(path: Path, encryption_key: str | None = None) -> tuple[Governance, InsightWorld]:
-    gov = Governance.open(path, encryption_key=encryption_key, clock=FixedClock(),
-                          ids=SeededIds(5))
+    # Without a key the test's values are kept in plain, by choice.
+    config = None if encryption_key else Config(cipher=PlaintextForTests())
+    gov = Governance.open(path, encryption_key=encryption_key, config=config,
+                          clock=FixedClock(), ids=SeededIds(5))
     return gov, insight_world(gov, gov.bootstrap())
 
 

@@ -10,6 +10,8 @@ import falcon.testing
 import pytest
 
 from governance_core.clock import FixedClock
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
 from governance_core.ids import SeededIds
 from governance_core.service import Bootstrap, Governance
 from governance_core.storage import MemoryStore
@@ -20,7 +22,8 @@ from tests.http.support import Api
 @pytest.fixture
 def gov() -> Iterator[Governance]:
     """One store is enough here: the HTTP layer does not depend on the adapter."""
-    governance = Governance(MemoryStore(), clock=FixedClock(), ids=SeededIds(11))
+    governance = Governance(MemoryStore(), clock=FixedClock(), ids=SeededIds(11),
+                            config=Config(cipher=PlaintextForTests()))
     yield governance
     governance.close()
 

@@ -16,6 +16,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind
 
 from governance_core.clock import FixedClock
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
 from governance_core.ids import SeededIds
 from governance_core.otel import Span
 from governance_core.otel.exporter import from_readable_span
@@ -163,7 +165,8 @@ def record_vercel_legacy(provider: TracerProvider) -> None:
 
 def new_governance(clock: FixedClock | None = None) -> tuple[Governance, Session]:
     """An in-memory store and the session of its one account."""
-    gov = Governance(MemoryStore(), clock=clock or FixedClock(), ids=SeededIds(11))
+    gov = Governance(MemoryStore(), clock=clock or FixedClock(), ids=SeededIds(11),
+                     config=Config(cipher=PlaintextForTests()))
     return gov, gov.as_account(gov.bootstrap().account_id)
 
 

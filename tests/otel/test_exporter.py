@@ -7,6 +7,8 @@ from contextlib import AbstractContextManager
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from governance_core.clock import FixedClock
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
 from governance_core.errors import TemporarilyUnavailable
 from governance_core.ids import SeededIds
 from governance_core.otel.exporter import GovernanceSpanExporter
@@ -29,7 +31,8 @@ class FlakyStore(MemoryStore):
 
 def test_a_busy_store_is_retried_then_the_batch_fails() -> None:
     store = FlakyStore()
-    gov = Governance(store, clock=FixedClock(), ids=SeededIds(5))
+    gov = Governance(store, clock=FixedClock(), ids=SeededIds(5),
+                     config=Config(cipher=PlaintextForTests()))
     principal = gov.as_account(gov.bootstrap().account_id).principal
     waits: list[float] = []
     exporter = GovernanceSpanExporter(gov, principal, retries=2, sleep=waits.append)

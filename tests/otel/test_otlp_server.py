@@ -21,6 +21,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
 from governance_core.otel.exporter import GovernanceSpanExporter
 from governance_core.service import Bootstrap, Governance
 from tests.http.server import Served
@@ -88,7 +90,8 @@ def in_process(
     batches: list[list[ReadableSpan]], tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
     """The run the in-process exporter records from the same batches: what HTTP must match."""
-    with Governance.open(tmp_path_factory.mktemp("embedded") / "embedded.db") as embedded:
+    with Governance.open(tmp_path_factory.mktemp("embedded") / "embedded.db",
+                         config=Config(cipher=PlaintextForTests())) as embedded:
         made = embedded.bootstrap()
         exporter = GovernanceSpanExporter(embedded, made.token)
         for batch in batches:

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from governance_core.clock import FixedClock
-from governance_core.encryption import generate_key
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests, generate_key
 from governance_core.errors import TemporarilyUnavailable, WriteConflict
 from governance_core.ids import SeededIds
 from governance_core.service import Governance
@@ -322,7 +323,9 @@ def test_secrets_are_hashes_and_sensitive_values_stay_in_their_table(
     url: str, encrypted: bool
 ) -> None:
     key = generate_key() if encrypted else None
-    gov = Governance.open(url, encryption_key=key, clock=FixedClock(), ids=SeededIds(5))
+    config = None if encrypted else Config(cipher=PlaintextForTests())
+    gov = Governance.open(url, encryption_key=key, config=config, clock=FixedClock(),
+                          ids=SeededIds(5))
     try:
         boot = gov.bootstrap()
         world = insight_world(gov, boot)

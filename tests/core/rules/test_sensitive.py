@@ -9,8 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from governance_core.encryption import (
+    EncryptionKeyMissing,
     FernetCipher,
-    PlainCipher,
+    NoKeyCipher,
+    PlaintextForTests,
     ValueCipher,
     cipher_from_key,
     generate_key,
@@ -167,11 +169,14 @@ def _markers(node: object) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- encryption
 
 
-def test_plain_cipher_and_no_key() -> None:
+def test_no_key_refuses_to_store_and_plaintext_is_a_choice_for_tests() -> None:
     for key in (None, "", "   "):
         cipher = cipher_from_key(key)
-        assert isinstance(cipher, PlainCipher)
-        assert cipher.decrypt(cipher.encrypt(b"x")) == b"x"
+        assert isinstance(cipher, NoKeyCipher)
+        with pytest.raises(EncryptionKeyMissing):
+            cipher.encrypt(b"x")
+    plain = PlaintextForTests()
+    assert plain.decrypt(plain.encrypt(b"x")) == b"x"
 
 
 def test_fernet_round_trip_and_rotation() -> None:
