@@ -24,10 +24,12 @@ from typing import Any
 import attrs
 import pytest
 
+from governance_core.encryption import generate_key
 from governance_core.errors import GovernanceError
 from governance_core.rules.aggregates import apply_span
 from governance_core.service import Governance
 from governance_core.storage import Filter, Store, open_store
+from governance_http.settings import ENCRYPTION_KEY_VARIABLE
 from tests.core.runs import account_caller, make_agent
 from tests.core.span_world import register_run
 from tests.stores import scratch_schema
@@ -275,9 +277,11 @@ def _run_clients(sends: list[Send], world: World, seconds: float) -> list[Tally]
     return tallies
 
 
-def test_four_servers_on_one_database(world: World) -> None:
+def test_four_servers_on_one_database(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.http.server import Served
 
+    # `governance serve` on PostgreSQL refuses to start without a key; the servers share one.
+    monkeypatch.setenv(ENCRYPTION_KEY_VARIABLE, generate_key())
     servers = [Served(world.url) for _ in range(NODES)]  # type: ignore[arg-type]
     try:
         for server in servers:

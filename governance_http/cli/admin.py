@@ -6,10 +6,12 @@ import argparse
 import json
 import os
 import shlex
+import sys
 from typing import Any
 
 from governance_core.errors import NotFound
 from governance_core.service import Bootstrap, Governance, Session
+from governance_http.cli import keys
 from governance_http.cli.output import (
     DISTRIBUTION,
     CommandError,
@@ -24,7 +26,13 @@ from governance_http.cli.stores import (
     open_store,
     pages,
 )
-from governance_http.settings import BASE_URL_VARIABLE, default_db, shown_location
+from governance_http.settings import (
+    BASE_URL_VARIABLE,
+    ENCRYPTION_KEY_VARIABLE,
+    default_db,
+    file_path,
+    shown_location,
+)
 
 __all__ = [
     "accounts_create",
@@ -38,26 +46,37 @@ __all__ = [
 ]
 
 SHOWN_ONCE = "token (shown once, keep it)"
+LABELS = {
+    "token": SHOWN_ONCE,
+    "encryption_key": "encryption key (shown once)",
+    "encryption_key_file": "key file (mode 0600)",
+}
 
 
-def _print_bootstrap(made: Bootstrap, *, as_json: bool) -> None:
+def _print_bootstrap(
+    made: Bootstrap, *, as_json: bool, key: dict[str, str] | None = None
+) -> None:
     fields = {
         "account_id": made.account_id,
         "admin_user_id": made.admin_user_id,
         "environment_id": made.environment_id,
         "risk_profile_id": made.risk_profile_id,
         "token": made.token,
+        **(key or {}),
     }
     if as_json:
         print(json.dumps(fields))
         return
     for name, value in fields.items():
-        label = SHOWN_ONCE if name == "token" else name
+        label = LABELS.get(name, name)
         print(f"{label + ':':30} {value}")
 
 
 def init(args: argparse.Namespace) -> int:
-    """Create a store with its first account; refuse a store that already holds accounts."""
+    """Create a store with its first account; refuse a store that already holds accounts.
+
+    A store without a key gets one: a key file beside a SQLite store, else a key printed once.
+    """
     with open_store(args.db, create=True) as gov:
         held = len(all_accounts(gov))
         if held:
@@ -65,8 +84,12 @@ def init(args: argparse.Namespace) -> int:
                 f"{args.db} already holds {held} account(s); add another with "
                 f"`governance accounts create --db {args.db}`"
             )
+        key = keys.new_key_for_init(args.db)
         made = gov.bootstrap(account_name=args.account_name, admin_email=args.admin_email)
-    _print_bootstrap(made, as_json=args.json)
+    _print_bootstrap(made, as_json=args.json, key=key)
+    if "encryption_key" in key and not args.json:
+        print(f"set {ENCRYPTION_KEY_VARIABLE} to the encryption key wherever this store is "
+              "served; without it the sensitive values cannot be read")
     return 0
 
 
@@ -174,6 +197,7 @@ def serve(args: argparse.Namespace) -> int:
         serving.check_port_free(args.host, args.port)
     except serving.PortInUse as error:
         raise CommandError(str(error)) from error
+    made_key = keys.ensure_key(args.db)
     with open_store(args.db, create=True) as gov:
         accounts = all_accounts(gov)
         if not accounts:
@@ -181,6 +205,11 @@ def serve(args: argparse.Namespace) -> int:
             _print_bootstrap(gov.bootstrap(), as_json=False)
         for account in accounts:
             print(f"account {account['id']} {account['name']}")
+        plain = None if made_key is None else keys.stored_before_key(gov, args.db)
+    if made_key is not None:
+        print(keys.made_key_line(made_key))
+    if plain is not None:
+        print(plain)
     if accounts:
         print(_token_hint(args.db, accounts))
     address = f"http://{args.host}:{args.port}"
@@ -248,6 +277,11 @@ def demo(args: argparse.Namespace) -> int:
     if args.runs < 1:
         raise CommandError("--runs must be at least 1")
     hint = " (or pass --create)"
+    path = file_path(args.db)
+    # A store that does not exist (and is not to be made) is refused by open_store below.
+    made_key = keys.ensure_key(args.db) if args.create or not path or path.exists() else None
+    if made_key is not None:
+        print(keys.made_key_line(made_key), file=sys.stderr if args.json else sys.stdout)
     with open_store(args.db, create=args.create, hint=hint) as gov:
         session = _demo_session(gov, args.account)
         with progress("recording runs", args.runs) as tick:

@@ -28,7 +28,8 @@ def test_init_json_prints_one_object_and_accounts_create_adds_accounts(
     status, out, _ = run(capsys, "init", "--db", db, "--json")
     assert status == 0
     first = json.loads(out)
-    assert set(first) == BOOTSTRAP_KEYS
+    assert set(first) == BOOTSTRAP_KEYS | {"encryption_key_file"}
+    assert first["encryption_key_file"] == f"{db}.key"
     status, out, err = run(capsys, "init", "--db", db, "--json", "--account-name", "Second")
     assert (status, out) == (1, "")
     assert err.strip() == (f"error: {db} already holds 1 account(s); add another with "

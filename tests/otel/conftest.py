@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from governance_core.service import Bootstrap, Governance
+from governance_http.settings import open_governance
 from tests.http.server import Served
 
 
@@ -38,6 +39,6 @@ def server(store_path: Path, accounts: dict[str, Bootstrap]) -> Iterator[Served]
 
 @pytest.fixture
 def reader(store_path: Path) -> Iterator[Governance]:
-    """The server's store opened in the test process, to read what the server wrote."""
-    with Governance.open(store_path) as gov:
+    """The server's store opened in the test process (with its key), to read what it wrote."""
+    with open_governance(store_path) as gov:
         yield gov
