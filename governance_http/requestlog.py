@@ -17,7 +17,14 @@ import falcon
 
 from governance_core.credentials import TOKEN_PREFIX
 
-__all__ = ["ACCESS_LOGGER", "REQUEST_ID_HEADER", "RequestLog", "loggable_path"]
+__all__ = [
+    "ACCESS_LOGGER",
+    "REQUEST_ID_HEADER",
+    "RequestLog",
+    "log_request",
+    "loggable_path",
+    "request_id",
+]
 
 ACCESS_LOGGER = "governance_http.access"
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -35,6 +42,22 @@ def loggable_path(path: str) -> str:
     return "/".join(segments)[:_MAX_PATH]
 
 
+def request_id(given: str | None) -> str:
+    """``given`` when it is 1 to 128 of ``A-Z a-z 0-9 . _ : -``, else a new random id."""
+    if given is not None and _SANE_ID.fullmatch(given) is not None:
+        return given
+    return secrets.token_hex(16)
+
+
+def log_request(
+    logger: logging.Logger, method: str, path: str, status: int, elapsed_ms: float, rid: str
+) -> None:
+    """Write one access-log line (``rid`` must already be sane, see :func:`request_id`)."""
+    logger.info(
+        "%s %s %d %.1fms request_id=%s", method, loggable_path(path), status, elapsed_ms, rid
+    )
+
+
 class RequestLog:
     """Falcon middleware: echo a sane ``X-Request-Id`` (or make one) and log the request."""
 
@@ -44,9 +67,7 @@ class RequestLog:
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Stamp the start time and settle the request id before routing."""
         req.context.started = time.perf_counter()
-        given = req.get_header(REQUEST_ID_HEADER)
-        sane = given is not None and _SANE_ID.fullmatch(given) is not None
-        req.context.request_id = given if sane else secrets.token_hex(16)
+        req.context.request_id = request_id(req.get_header(REQUEST_ID_HEADER))
 
     def process_response(
         self,
@@ -56,12 +77,9 @@ class RequestLog:
         req_succeeded: bool,
     ) -> None:
         """Set the request id header and write the access-log line."""
-        request_id: str = req.context.request_id
-        resp.set_header(REQUEST_ID_HEADER, request_id)
+        rid: str = req.context.request_id
+        resp.set_header(REQUEST_ID_HEADER, rid)
         if not self.logger.isEnabledFor(logging.INFO):
             return
         elapsed_ms = (time.perf_counter() - req.context.started) * 1000
-        self.logger.info(
-            "%s %s %d %.1fms request_id=%s",
-            req.method, loggable_path(req.path), resp.status_code, elapsed_ms, request_id,
-        )
+        log_request(self.logger, req.method, req.path, resp.status_code, elapsed_ms, rid)

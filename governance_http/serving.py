@@ -1,4 +1,4 @@
-"""Serving the app with granian: the WSGI factory each worker calls, and :func:`serve`.
+"""Serving the app with granian: the factories each worker calls, and :func:`serve`.
 
 SQLite connections must not cross a ``fork``: a server that forks workers imports this factory
 in each worker (never in the parent), so every worker opens its own connections.
@@ -11,15 +11,27 @@ import errno
 import logging
 import os
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
+import attrs
 import falcon
 from granian import Granian
 from granian.constants import Interfaces
 from granian.log import LOGGING_CONFIG, LogLevels
 
+from governance_core.notifications.sender import (
+    Running,
+    Sender,
+    SenderSettings,
+    SenderUnavailable,
+    start_in_thread,
+)
+from governance_core.otel.idle import ROOT_WAIT_VARIABLE, end_idle_runs, parse_root_wait
+from governance_core.service import Governance
 from governance_http.app import create_app
+from governance_http.gateway import BodyFirst
 from governance_http.requestlog import ACCESS_LOGGER
 from governance_http.settings import (
     BASE_URL_VARIABLE,
@@ -28,6 +40,8 @@ from governance_http.settings import (
     ENCRYPTION_KEY_VARIABLE,
     LOG_LEVELS,
     PRICE_OVERRIDES_VARIABLE,
+    THREADS_VARIABLE,
+    body_timeout,
     default_db,
     default_threads,
     file_path,
@@ -41,13 +55,21 @@ __all__ = [
     "ENCRYPTION_KEY_VARIABLE",
     "LOG_LEVELS",
     "PRICE_OVERRIDES_VARIABLE",
+    "SENDER_VARIABLE",
     "PortInUse",
+    "asgi_app",
     "check_port_free",
     "logging_config",
     "open_governance",
     "serve",
+    "start_idle_run_sweeper",
+    "start_sender",
     "wsgi_app",
 ]
+
+SENDER_VARIABLE = "GOVERNANCE_SENDER"
+"""Set to ``off`` to keep the server from sending webhooks (``governance deliver`` does)."""
+
 
 class PortInUse(Exception):
     """Another process listens on the address ``serve`` was asked to take."""
@@ -60,7 +82,78 @@ def wsgi_app() -> falcon.App[falcon.Request, falcon.Response]:
     'governance_http.serving:wsgi_app()'`` or ``waitress-serve --call
     governance_http.serving:wsgi_app``.
     """
-    return create_app(open_governance(default_db()))
+    governance = open_governance(default_db())
+    start_sender(governance)
+    start_idle_run_sweeper(governance)
+    return create_app(governance)
+
+
+IDLE_SWEEP_SECONDS = 60.0
+"""How often each worker ends the trace runs whose root never arrived."""
+
+
+def start_idle_run_sweeper(
+    governance: Governance, every: float = IDLE_SWEEP_SECONDS
+) -> threading.Event | None:
+    """Start this process's sweep of trace runs whose root never came; the event that stops it.
+
+    Every ``every`` seconds it ends, in every account, the trace runs idle for
+    ``$GOVERNANCE_OTEL_ROOT_WAIT`` (seconds, default one hour;
+    :func:`governance_core.otel.end_idle_runs`), so a quiet agent's last run ends too. ``off``
+    turns it off (None is returned). Every worker runs one: the sweep's idempotency keys end
+    each run once.
+    """
+    wait = parse_root_wait(os.environ.get(ROOT_WAIT_VARIABLE))
+    if wait is None:
+        return None
+    stop = threading.Event()
+
+    def sweep() -> None:
+        while not stop.wait(every):
+            try:
+                end_idle_runs(governance, idle_after=wait)
+            except Exception:  # a sweep must never end the thread; the next one retries
+                logging.getLogger("governance_http").exception("idle run sweep failed")
+
+    threading.Thread(target=sweep, name="governance-idle-runs", daemon=True).start()
+    return stop
+
+
+def start_sender(governance: Governance) -> Running | None:
+    """Start this process's webhook sender (stop it with ``stop()``); None when it is off.
+
+    Every worker starts one and the lease in the store lets one of them send at a time.
+    ``$GOVERNANCE_SENDER=off`` turns it off (for those who run ``governance deliver``
+    apart); without the ``notifications`` extra it is off, and the log says so.
+    ``$GOVERNANCE_WEBHOOK_ALLOWED_NETWORKS`` lets webhooks reach the networks it lists.
+    """
+    settings = SenderSettings.from_environment()
+    governance.config = attrs.evolve(
+        governance.config,
+        webhook_allowed_networks=tuple(str(net) for net in settings.allowed_networks),
+    )
+    if os.environ.get(SENDER_VARIABLE, "on").lower() in ("off", "0", "false", "no"):
+        return None
+    try:
+        return start_in_thread(Sender(governance, settings))
+    except SenderUnavailable as error:
+        logging.getLogger("governance_http").warning("%s", error)
+        return None
+
+
+def asgi_app() -> BodyFirst:
+    """The app ``governance serve`` runs: :func:`wsgi_app` behind :class:`BodyFirst`.
+
+    Each request body is read on the event loop before one of ``$GOVERNANCE_THREADS``
+    threads (default: :func:`~governance_http.settings.default_threads`) runs the request; a
+    body that takes longer than ``$GOVERNANCE_BODY_TIMEOUT`` seconds is answered ``408``.
+    """
+    db = default_db()
+    threads = int(os.environ.get(THREADS_VARIABLE) or default_threads(db))
+    governance = open_governance(db)
+    start_sender(governance)
+    start_idle_run_sweeper(governance)
+    return BodyFirst(create_app(governance), threads=threads, body_timeout=body_timeout())
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -127,21 +220,23 @@ def serve(
 
     Granian was measured fastest of the WSGI servers tried (``benchmarks/serve_bench.py``).
     Each of its ``workers`` processes (default: one per CPU) builds the app through
-    :func:`wsgi_app`, so each opens its own connections to the store, and answers requests
-    from ``threads`` threads (default: :func:`~governance_http.settings.default_threads`,
-    1 on SQLite and 4 on PostgreSQL). Raises :class:`PortInUse` before starting when the port is
-    taken.
+    :func:`asgi_app`, so each opens its own connections to the store, reads request bodies on
+    its event loop and answers requests from ``threads`` threads (default:
+    :func:`~governance_http.settings.default_threads`, 1 on SQLite and 4 on PostgreSQL).
+    Raises :class:`PortInUse` before starting when the port is taken, and ``ValueError``
+    when ``$GOVERNANCE_BODY_TIMEOUT`` is not a number of seconds.
     """
     check_port_free(host, port)
+    body_timeout()
     path = file_path(db)
     os.environ[DB_ENVIRONMENT_VARIABLE] = str(path.resolve()) if path else str(db)
+    os.environ[THREADS_VARIABLE] = str(threads or default_threads(db))
     Granian(
-        f"{__name__}:wsgi_app",
+        f"{__name__}:asgi_app",
         address=host,
         port=port,
-        interface=Interfaces.WSGI,
+        interface=Interfaces.ASGINL,
         workers=workers or os.cpu_count() or 1,
-        blocking_threads=threads or default_threads(db),
         websockets=False,
         factory=True,
         log_level=LogLevels(log_level),

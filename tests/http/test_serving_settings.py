@@ -1,4 +1,5 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -55,18 +56,20 @@ def test_a_worker_runs_one_request_thread_on_sqlite_and_more_on_postgres(
 def test_serve_gives_the_server_the_stores_default_threads_unless_told(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    started: list[dict[str, object]] = []
+    started: list[str] = []
 
     class Recorded:
         def __init__(self, target: str, **options: object) -> None:
-            started.append(options)
+            # Each worker's request pool is sized from the environment it inherits.
+            started.append(os.environ[serving.THREADS_VARIABLE])
 
         def serve(self) -> None:
             pass
 
     monkeypatch.setattr(serving, "Granian", Recorded)
     monkeypatch.setenv(serving.DB_ENVIRONMENT_VARIABLE, "")
+    monkeypatch.setenv(serving.THREADS_VARIABLE, "")
     serving.serve(tmp_path / "g.db", host="127.0.0.1", port=0)
     serving.serve(tmp_path / "g.db", host="127.0.0.1", port=0, threads=3)
     serving.serve("postgresql://db.example.test/g", host="127.0.0.1", port=0)
-    assert [options["blocking_threads"] for options in started] == [1, 3, 4]
+    assert started == ["1", "3", "4"]
