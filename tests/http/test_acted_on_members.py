@@ -1,9 +1,10 @@
 """A body member naming the resource an operation acts on is answered like a path id.
 
-Unknown, malformed, another kind's or another account's: 404 ``not_found``, for the bare
-instance of ``POST /alerts/clear``, the agent of the playground register (bare or as
-``agent_id``) and the instance of the playground recording. The recording answers the ids it
-made as a list.
+Unknown, malformed, another kind's or another account's: 404 ``not_found``, for the instance
+of ``POST /alerts/clear`` (bare or as ``agent_instance_id``), the agent of the playground
+register (bare or as ``agent_id``) and the instance of the playground recording. The
+recording answers the ids of the spans it made, each of which fetches as a span, and apart
+from them the alert's.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def test_acted_on_body_members_are_404(
     for unknown in unknown_ids(gov, boot, other):
         for path, body in [
             ("/alerts/clear", json.dumps(unknown)),
+            ("/alerts/clear", json.dumps({"agent_instance_id": unknown, "name": "slow"})),
             (REGISTER, json.dumps(unknown)),
             (REGISTER, json.dumps({"agent_id": unknown})),
             (RECORD, json.dumps({"agent_instance_id": unknown})),
@@ -52,11 +54,16 @@ def test_the_recording_answers_a_list_of_the_ids_it_made(
     agent = api.ok("POST", "/playground/create_loan_application_review_agent")["agent"]
     run = api.ok("POST", REGISTER, body=json.dumps(agent["id"]))["details"]
     recorded = api.ok("POST", RECORD, json={"agent_instance_id": run["id"]})
-    assert set(recorded) == {"status", "ids"}
+    assert set(recorded) == {"status", "ids", "alert_ids"}
     ids = recorded["ids"]
-    assert isinstance(ids, list) and len(ids) == len(set(ids)) == 9
+    assert isinstance(ids, list) and len(ids) == len(set(ids)) == 8
     spans = api.ok(
         "GET", "/agent_spans", query=f"agent_instance_id={run['id']}&purpose=activity"
     )["summaries"]
+    assert ids == [row["id"] for row in spans]
+    for span_id in ids:
+        assert api.ok("GET", f"/agent_spans/{span_id}")["details"]["type"] == "agent_span"
     alerts = api.ok("GET", "/alerts", query=f"agent_instance_id={run['id']}")["summaries"]
-    assert set(ids) == {row["id"] for row in spans} | {row["id"] for row in alerts}
+    assert recorded["alert_ids"] == [row["id"] for row in alerts]
+    for alert_id in recorded["alert_ids"]:
+        assert api.ok("GET", f"/alerts/{alert_id}")["details"]["name"] == "affordability_concern"
