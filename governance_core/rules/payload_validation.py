@@ -11,6 +11,16 @@ Payloads are never refused for not matching: the result of a check is recorded o
   their cost on this payload was too high (see :mod:`governance_core.rules.safe_regex`); a
   skipped pattern counts as matching.
 
+The work a schema can cause is bounded twice. :func:`schema_cost` counts, with references
+followed and memoised, the most subschema visits one payload value can receive; a schema
+over :data:`MAX_SCHEMA_VISITS` is refused when registered (chains of ``allOf`` over
+``$ref`` grow that count exponentially with a schema's length). At run time every keyword
+``jsonschema`` evaluates spends from :data:`VALIDATION_STEPS` (a reference
+:data:`REFERENCE_STEPS`); a check that spends it all stops and is ``unchecked``. The count
+is of work, not of time, so results do not depend on the machine's load. ``jsonschema-rs``
+runs only where its work is bounded by the payload's size (:data:`FAST_VISITS`,
+:data:`FAST_WORK`).
+
 Validators are Draft 2020-12, built once per schema content and cached: building one costs
 about 10 ms, using a cached one tens of microseconds. Most payloads match, so a schema whose
 keywords the two agree on is first tried with ``jsonschema-rs`` (a Rust validator, well under
@@ -28,9 +38,11 @@ registry that retrieves nothing, so no schema can make the server open a connect
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
+import math
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
@@ -48,11 +60,20 @@ from referencing.jsonschema import DRAFT202012, SchemaRegistry
 from governance_core.rules.safe_regex import RegexBudget, guarded
 
 __all__ = [
+    "ANALYSIS_ENTRIES",
+    "ANALYSED_DEPTH",
+    "FAST_VISITS",
+    "FAST_WORK",
     "MAX_ERRORS",
+    "MAX_SCHEMA_VISITS",
     "OFFLINE_REGISTRY",
+    "REFERENCE_STEPS",
+    "VALIDATION_STEPS",
     "PayloadCheck",
     "outside_references",
     "payload_check",
+    "schema_cost",
+    "schema_cost_problem",
     "validate_payload",
 ]
 
@@ -60,6 +81,26 @@ MAX_ERRORS = 20
 MAX_MESSAGE = 300
 UNEVALUATED = "unevaluatedProperties"
 
+MAX_SCHEMA_VISITS = 1000
+"""Most subschema visits a schema may cause at one payload value (:func:`schema_cost`)."""
+
+ANALYSED_DEPTH = 64
+"""Payload depth :func:`schema_cost` looks down to (the HTTP interface's nesting limit)."""
+
+ANALYSIS_ENTRIES = 200_000
+"""Most (subschema, depth) pairs :func:`schema_cost` evaluates; a larger schema is refused."""
+
+VALIDATION_STEPS = 20_000
+"""Keyword evaluations one payload check may spend in ``jsonschema`` before it stops."""
+
+REFERENCE_STEPS = 16
+"""What following a ``$ref`` spends: resolving one costs about as much as 16 keywords."""
+
+FAST_VISITS = 8
+"""``jsonschema-rs`` runs whatever the payload's size on schemas of at most this cost."""
+
+FAST_WORK = 10_000_000
+"""Above :data:`FAST_VISITS`, most visits (cost times payload values) ``jsonschema-rs`` makes."""
 
 
 def _retrieve_nothing(uri: str) -> Resource[Any]:
@@ -70,6 +111,20 @@ OFFLINE_REGISTRY: SchemaRegistry = Registry(retrieve=_retrieve_nothing)  # type:
 """A registry that never retrieves: references resolve inside the schema or not at all."""
 
 _budget: ContextVar[RegexBudget | None] = ContextVar("regex_budget", default=None)
+_steps: ContextVar[_Steps | None] = ContextVar("validation_steps", default=None)
+
+
+class _Steps:
+    """The keyword evaluations one check may still spend."""
+
+    __slots__ = ("remaining",)
+
+    def __init__(self, total: int) -> None:
+        self.remaining = total
+
+
+class _OutOfSteps(Exception):
+    """A check spent its :data:`VALIDATION_STEPS`."""
 
 
 PayloadCheck = Callable[[object], dict[str, Any]]
@@ -104,13 +159,23 @@ def _fixed(message: str, payload: object) -> dict[str, Any]:
 
 
 def _check(checker: _Checker, payload: object) -> dict[str, Any]:
-    if checker.fast is not None and _matches_fast(checker.fast, payload):
+    if (
+        checker.fast is not None
+        and _fast_allowed(checker.visits, payload)
+        and _matches_fast(checker.fast, payload)
+    ):
         return {"status": "valid", "message": None}
     budget = RegexBudget()
     token = _budget.set(budget)
+    steps_token = _steps.set(_Steps(VALIDATION_STEPS))
     try:
         validator = checker.for_payload(payload)
         errors = list(itertools.islice(validator.iter_errors(payload), MAX_ERRORS))  # type: ignore[arg-type]
+    except _OutOfSteps:
+        return _unchecked(
+            f"the check stopped after {VALIDATION_STEPS} steps: the schema costs too much on "
+            "this payload"
+        )
     except Unresolvable as error:
         return _unchecked(
             f"the schema's reference {_short(str(error.ref))!r} does not resolve inside the "
@@ -121,6 +186,7 @@ def _check(checker: _Checker, payload: object) -> dict[str, Any]:
     except Exception as error:
         return _unchecked(f"the payload could not be checked: {_short(str(error))}")
     finally:
+        _steps.reset(steps_token)
         _budget.reset(token)
     skipped = sorted(budget.skipped)
     if validator is not checker.full:
@@ -226,15 +292,33 @@ def _canonical_number(value: Any) -> Any:
     return value
 
 
+def _counted(keyword: str, check: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a keyword's check so each evaluation spends from the check's steps first."""
+    cost = REFERENCE_STEPS if keyword in ("$ref", "$dynamicRef") else 1
+
+    def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        steps = _steps.get()
+        if steps is not None:
+            steps.remaining -= cost
+            if steps.remaining < 0:
+                raise _OutOfSteps
+        return check(validator, value, instance, schema)
+
+    counted.__name__ = getattr(check, "__name__", keyword)
+    return counted
+
+
+_KEYWORDS: dict[str, Callable[..., Any]] = {
+    **Draft202012Validator.VALIDATORS,
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+    "uniqueItems": _unique_items,
+}
+
 _GuardedValidator = validators.create(
     meta_schema=Draft202012Validator.META_SCHEMA,
-    validators={
-        **Draft202012Validator.VALIDATORS,
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
-        "uniqueItems": _unique_items,
-    },
+    validators={keyword: _counted(keyword, check) for keyword, check in _KEYWORDS.items()},
     type_checker=Draft202012Validator.TYPE_CHECKER,
     format_checker=Draft202012Validator.FORMAT_CHECKER,
 )
@@ -246,10 +330,12 @@ class _Checker:
 
     ``lenient`` leaves out ``unevaluatedProperties``, for payloads whose keys are too long for
     the schema's ``patternProperties`` (jsonschema evaluates those inside
-    ``unevaluatedProperties`` with plain ``re``).
+    ``unevaluatedProperties`` with plain ``re``). ``visits`` is the schema's
+    :func:`schema_cost`.
     """
 
     full: Validator
+    visits: float
     lenient: Validator | None = None
     key_limit: int = 0
     fast: Any = None
@@ -270,12 +356,22 @@ def _checker(text: str) -> _Checker | str:
     except SchemaError as error:
         return f"the schema is not a valid JSON Schema: {_short(error.message)}"
     full = _GuardedValidator(schema, registry=OFFLINE_REGISTRY)
+    visits = schema_cost(schema)
     patterns = set(_keys_of(schema, "patternProperties"))
     if not patterns or not _has_key(schema, UNEVALUATED):
-        return _Checker(full, fast=_fast_validator(schema))
+        return _Checker(full, visits, fast=_fast_validator(schema))
     key_limit = min(guarded(pattern).max_length for pattern in patterns)
     lenient = _GuardedValidator(_without(schema, UNEVALUATED), registry=OFFLINE_REGISTRY)
-    return _Checker(full, lenient, key_limit)
+    return _Checker(full, visits, lenient, key_limit)
+
+
+def _fast_allowed(visits: float, payload: object) -> bool:
+    """Whether ``jsonschema-rs``'s work on ``payload`` is bounded (it cannot be stopped)."""
+    if visits <= FAST_VISITS:
+        return True
+    # A payload of n values is at least 2n - 1 characters of JSON.
+    values = (len(json.dumps(payload, separators=(",", ":"), default=str)) + 1) // 2
+    return visits * values <= FAST_WORK
 
 
 # Keywords whose meaning jsonschema-rs and jsonschema do not share exactly: regular
@@ -321,6 +417,199 @@ def _matches_fast(fast: Any, payload: object) -> bool:
         return bool(fast.is_valid(payload))
     except Exception:
         return False
+
+
+# -- the most work a schema can cause ---------------------------------------------------------
+# Keywords that apply subschemas to the value itself, and those that apply them to its
+# members or items.
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_MAPS = ("dependentSchemas",)
+_REFERENCES = ("$ref", "$dynamicRef")
+# At most one of these applies to a given member or item (by name, by index, or by type).
+_EXCLUSIVE_MAPS = ("properties",)
+_EXCLUSIVE_LISTS = ("prefixItems",)
+_EXCLUSIVE_ONE = ("items",)
+# Each of these may apply to the same member or item as the others.
+_EVERY_MAPS = ("patternProperties",)
+_EVERY_ONE = (
+    "additionalProperties", "unevaluatedProperties", "unevaluatedItems", "contains",
+    "propertyNames",
+)
+_UNEVALUATED = ("unevaluatedProperties", "unevaluatedItems")
+
+
+def schema_cost(schema: object) -> float:
+    """The most subschema visits one payload value can receive from ``schema`` (inf: no end).
+
+    References are followed (inside the schema only) and each (subschema, depth) pair is
+    counted once, so a chain of K ``allOf`` pairs over ``$ref`` costs about 2**K to evaluate
+    and K steps to count. Keywords that apply to a value's members or items move one level
+    down; of those, the ones that cannot apply to the same member (``properties`` by name,
+    ``prefixItems``/``items`` by index) count their largest, the others add up. A subschema
+    with ``unevaluated*`` counts its in-place keywords twice (``jsonschema`` evaluates them
+    again to find what they evaluated). A reference cycle that stays on one value costs
+    inf, as does a schema too large to count (:data:`ANALYSIS_ENTRIES`). Payloads are
+    assumed at most :data:`ANALYSED_DEPTH` deep. The count needs no recursion, so no schema
+    can exhaust the interpreter's stack.
+    """
+    if not isinstance(schema, dict):
+        return 1.0
+    try:
+        resource = DRAFT202012.create_resource(schema)
+        resolver = SPECIFICATIONS.combine(OFFLINE_REGISTRY).resolver_with_root(resource)
+    except Exception:
+        return 1.0
+    counter = _CostCounter()
+    worst = 0.0
+    for depth in range(ANALYSED_DEPTH + 1):
+        visits = counter.visits(schema, resolver, depth)
+        worst = max(worst, visits)
+        if visits == 0 or worst > MAX_SCHEMA_VISITS:
+            break
+    return worst
+
+
+def schema_cost_problem(schema: object) -> str | None:
+    """Why ``schema`` is refused for the work it can cause, or None (see :func:`schema_cost`)."""
+    cost = schema_cost(schema)
+    if cost <= MAX_SCHEMA_VISITS:
+        return None
+    times = "without end" if math.isinf(cost) else f"{int(cost)} times or more"
+    return (
+        f"the schema can check one payload value {times} (through allOf, anyOf, oneOf, not, "
+        f"if, unevaluated* or references); at most {MAX_SCHEMA_VISITS} checks are allowed"
+    )
+
+
+@attrs.frozen
+class _Applies:
+    """What one subschema applies: to the value itself, and to its members or items."""
+
+    in_place: list[tuple[Any, Any]]
+    exclusive: list[tuple[Any, Any]]
+    every: list[tuple[Any, Any]]
+    twice: bool
+
+
+_Task = tuple[Any, Any, int]
+
+
+class _CostCounter:
+    """Visit counts of one schema's subschemas, by subschema and payload depth, memoised."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[int, int], float] = {}
+        self._applies: dict[int, _Applies] = {}
+
+    def visits(self, node: Any, resolver: Any, depth: int) -> float:
+        """Visits ``node`` causes at one payload value ``depth`` levels below the one it gets."""
+        stack: list[_Task] = [(node, resolver, depth)]
+        expanded: set[tuple[int, int]] = set()
+        while stack:
+            current, base, level = stack[-1]
+            key = (id(current), level)
+            if not isinstance(current, dict) or key in self._counts:
+                stack.pop()
+                continue
+            applies = self._applied(current, base)
+            needed = _needed(applies, level)
+            missing = [task for task in needed if _pending(task, self._counts)]
+            if not missing:
+                self._counts[key] = _combine(applies, level, self._counts)
+                expanded.discard(key)
+                stack.pop()
+                continue
+            if key in expanded or any((id(t[0]), t[2]) in expanded for t in missing):
+                # A dependency is still open below this very subschema: a cycle on one value.
+                self._counts[key] = math.inf
+                expanded.discard(key)
+                stack.pop()
+                continue
+            if len(self._counts) + len(expanded) >= ANALYSIS_ENTRIES:
+                return math.inf
+            expanded.add(key)
+            stack.extend(missing)
+        return _value(node, depth, self._counts)
+
+    def _applied(self, node: dict[str, Any], resolver: Any) -> _Applies:
+        known = self._applies.get(id(node))
+        if known is not None:
+            return known
+        # A subschema with a malformed $id keeps its parent's base; the meta-schema check
+        # reports the $id.
+        with contextlib.suppress(Exception):
+            resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+        in_place = [(child, resolver) for child in _in_place(node)]
+        for keyword in _REFERENCES:
+            reference = node.get(keyword)
+            if isinstance(reference, str):
+                try:
+                    found = resolver.lookup(reference)
+                except Exception:
+                    continue
+                in_place.append((found.contents, found.resolver))
+        applies = _Applies(
+            in_place=in_place,
+            exclusive=[
+                (child, resolver)
+                for child in _children(node, _EXCLUSIVE_MAPS, _EXCLUSIVE_LISTS, _EXCLUSIVE_ONE)
+            ],
+            every=[(child, resolver) for child in _children(node, _EVERY_MAPS, (), _EVERY_ONE)],
+            twice=any(keyword in node for keyword in _UNEVALUATED),
+        )
+        self._applies[id(node)] = applies
+        return applies
+
+
+def _needed(applies: _Applies, depth: int) -> list[_Task]:
+    tasks = [(child, resolver, depth) for child, resolver in applies.in_place]
+    if depth > 0:
+        tasks.extend(
+            (child, resolver, depth - 1) for child, resolver in applies.exclusive + applies.every
+        )
+    return tasks
+
+
+def _pending(task: _Task, counts: dict[tuple[int, int], float]) -> bool:
+    return isinstance(task[0], dict) and (id(task[0]), task[2]) not in counts
+
+
+def _value(node: Any, depth: int, counts: dict[tuple[int, int], float]) -> float:
+    if isinstance(node, dict):
+        return counts[(id(node), depth)]
+    return 1.0 if depth == 0 else 0.0
+
+
+def _combine(applies: _Applies, depth: int, counts: dict[tuple[int, int], float]) -> float:
+    in_place = sum(_value(child, depth, counts) for child, _ in applies.in_place)
+    count = (1.0 if depth == 0 else 0.0) + (2 if applies.twice else 1) * in_place
+    if depth > 0:
+        count += max(
+            (_value(child, depth - 1, counts) for child, _ in applies.exclusive), default=0.0
+        )
+        count += sum(_value(child, depth - 1, counts) for child, _ in applies.every)
+    return count
+
+
+def _in_place(node: dict[str, Any]) -> Iterator[Any]:
+    return _children(node, _IN_PLACE_MAPS, _IN_PLACE_LISTS, _IN_PLACE_ONE)
+
+
+def _children(
+    node: dict[str, Any], maps: tuple[str, ...], lists: tuple[str, ...], ones: tuple[str, ...]
+) -> Iterator[Any]:
+    for keyword in maps:
+        value = node.get(keyword)
+        if isinstance(value, dict):
+            yield from value.values()
+    for keyword in lists:
+        value = node.get(keyword)
+        if isinstance(value, list):
+            yield from value
+    for keyword in ones:
+        if keyword in node:
+            yield node[keyword]
 
 
 def outside_references(schema: object) -> list[str]:

@@ -4,7 +4,11 @@ Span type, alert and quality schemas arrive as a list of entries or a map by nam
 also as the legacy ``span_schemas`` / ``span_result_schemas`` maps) and are normalised to maps
 by name. Each JSON Schema is checked against Draft 2020-12 and each template compiled; what
 fails is stored and reported in the entry's ``*_validation`` object, never refused. Problems
-with the request's shape (an entry without a name, a bad ``data_risk``) are field errors.
+with the request's shape (an entry without a name, a bad ``data_risk``) are field errors, and
+so is a schema whose checks could cost more than
+:data:`~governance_core.rules.payload_validation.MAX_SCHEMA_VISITS` visits of one payload
+value (:func:`~governance_core.rules.payload_validation.schema_cost`): it could stall every
+write of a span of its type.
 
 Everything here is pure: the caller passes a :class:`~governance_core.errors.FieldErrors` and
 the path of the schema-version object inside its request.
@@ -22,7 +26,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from governance_core.errors import FieldErrors, GovernanceError
-from governance_core.rules.payload_validation import outside_references
+from governance_core.rules.payload_validation import outside_references, schema_cost_problem
 from governance_core.rules.risk import normalize_data_risk
 from governance_core.rules.templates import check_template
 
@@ -187,7 +191,8 @@ def _legacy_map(
         return {}
     good: dict[str, Any] = {}
     for name, schema in value.items():
-        if _good_name(name, errors, (*path, member, str(name))):
+        at = (*path, member, str(name))
+        if _good_name(name, errors, at) and _bounded(schema, errors, at):
             good[name] = schema
     return good
 
@@ -208,6 +213,8 @@ def _span_type_entry(
     entry: Mapping[str, Any], name: str, errors: FieldErrors, at: Path
 ) -> dict[str, Any]:
     _check_texts(entry, errors, at)
+    for member in ("params_schema", "result_schema"):
+        _bounded(entry.get(member), errors, (*at, member))
     normalised = _span_type(entry, name, entry.get("params_schema"), entry.get("result_schema"))
     normalised["data_risk"] = _data_risk(entry, errors, at)
     return normalised
@@ -218,6 +225,7 @@ def _payload_entry(
 ) -> dict[str, Any]:
     _check_texts(entry, errors, at)
     schema = entry.get("schema")
+    _bounded(schema, errors, (*at, "schema"))
     return {
         "name": name,
         "title": entry.get("title") or name,
@@ -226,6 +234,14 @@ def _payload_entry(
         "template": entry.get("template"),
         "data_risk": _data_risk(entry, errors, at),
     }
+
+
+def _bounded(schema: object, errors: FieldErrors, at: Path) -> bool:
+    """Record a schema whose checks cost too much (see the module docstring); False then."""
+    problem = schema_cost_problem(schema)
+    if problem is not None:
+        errors.invalid(at, problem)
+    return problem is None
 
 
 def _check_texts(entry: Mapping[str, Any], errors: FieldErrors, at: Path) -> None:

@@ -3,9 +3,10 @@
 python-liquid evaluates no Python: a template reads the payload's keys and indexes and calls
 Liquid filters, nothing else. On top of its own limits (:data:`MAX_RANGE` iterations of
 nested loops, a local namespace and capture buffers of :data:`NAMESPACE_LIMIT` bytes), every
-loop iteration and every filter spends from the render's operation budget (:mod:`.limits`)
-in proportion to the data it touches, and the filters that could build a value far larger
-than their input (``join``, ``replace``, ``times``) are charged or refused before they run.
+loop iteration, every item a loop's ``offset`` or ``reversed`` passes over, and every
+filter spends from the render's operation budget (:mod:`.limits`) in proportion to the data
+it touches, and the filters that could build a value far larger than their input (``join``,
+``replace``, ``times``) are charged or refused before they run.
 
 Left out of the standard tags and filters: ``include`` and ``render`` (a template cannot
 load another) and ``date`` (it reads the wall clock). Objects and arrays render as JSON, the
@@ -46,6 +47,9 @@ NAMESPACE_LIMIT: Final = 4 * 1024 * 1024
 # A loop iteration costs about as much to run as a few variable reads.
 _UNITS_PER_ITERATION: Final = 4
 
+# Items of a sequence skipped or copied (C loops) for the price of one work unit.
+_ITEMS_PER_UNIT: Final = 16
+
 
 def _display(value: object) -> str:
     """Liquid's rendering of a value, except objects and arrays, which render as JSON."""
@@ -84,6 +88,17 @@ class _Context(RenderContext):
         value = super().get(path, token=token, default=default)
         spend(1 + units(value))
         return value
+
+    def stopindex(self, key: str, index: int | None = None) -> int:
+        """Record where a loop stops, charging the items its ``offset``/``reversed`` pass over.
+
+        python-liquid walks a loop's sequence up to this index (and copies it when
+        ``reversed``) before it applies its loop limit, so a loop over ``(1..100000000)``
+        with a large ``offset`` would run for seconds without this charge.
+        """
+        if index is not None:
+            spend(index // _ITEMS_PER_UNIT)
+        return super().stopindex(key, index)
 
     def raise_for_loop_limit(self, length: int = 1) -> None:
         """Apply python-liquid's limit on nested loops, then charge the loop's iterations."""
