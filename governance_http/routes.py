@@ -123,6 +123,16 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/alerts", "alerts/list"),
     Route("GET", "/alerts/count", "alerts/count"),
     Route("GET", "/alerts/{alert_id}", "alerts/show"),
+    *_crud("/monitor", "monitors", "monitor_id", item=("show", "update", "delete")),
+    Route("POST", "/monitor/evaluate", "monitors/evaluate"),
+    *_crud("/destination", "destinations", "destination_id", item=("show", "update", "delete")),
+    *_actions("/destination", "destinations", "destination_id", "rotate_secret", "test"),
+    *_crud("/delivery", "deliveries", "delivery_id", collection=("list",), item=("show",)),
+    *_actions("/delivery", "deliveries", "delivery_id", "resend"),
+    *_crud(
+        "/notification_event", "notification_events", "notification_event_id",
+        collection=("list",), item=("show",),
+    ),
     Route(
         "POST", _PLAYGROUND + "create_loan_application_review_agent",
         "playground/create_loan_application_review_agent",

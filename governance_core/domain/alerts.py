@@ -18,6 +18,7 @@ from governance_core.converter import from_record, to_record
 from governance_core.domain.runs import schema_entry, system_span
 from governance_core.errors import AlertAlreadyCleared
 from governance_core.models.agents import Alert
+from governance_core.notifications.outbox import alert_event
 from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.states import ALERT, advance, initial
 from governance_core.rules.templates import render_template
@@ -55,6 +56,8 @@ def _record_event(
 ) -> AlertWrite:
     """Store ``alert``, move the run's ``raised_alert_count``, and write the event's span."""
     ctx.store.put("alerts", to_record(alert))
+    # The outbox: the event and its deliveries commit (or roll back) with the alert.
+    alert_event(ctx, alert, event)
     count = int(instance.get("raised_alert_count") or 0) + count_change
     stored = system_span(
         ctx, {**instance, "raised_alert_count": count}, purpose="alert", group=ALERT_SCHEMAS,

@@ -190,6 +190,21 @@ TABLES: dict[str, Table] = {
         _t("console_sessions", "token_id", "expires_at"),
         _t("console_secrets", "purpose"),
         _t("sensitive_reveals", "owner_id", "token_id"),
+        # Notifications: the outbox (events and their deliveries), its log, monitors, and
+        # the lease that keeps one sender per database.
+        _t("destinations", "name", "status", "url"),
+        _t("notification_events", "event_type", "subject_id", "occurred_at"),
+        _t(
+            "deliveries", "destination_id", "event_id", "event_type", "status",
+            "next_attempt_at",
+            indexes=(("destination_id", "status"),),
+        ),
+        _t("delivery_attempts", "delivery_id", "destination_id", "attempted_at"),
+        _t(
+            "monitors", "name", "status", "metric", "agent_id", "environment_id", "level",
+            "next_evaluation_at",
+        ),
+        _t("sender_leases", "holder", "expires_at"),
     )
 }
 

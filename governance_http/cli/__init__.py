@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 
 from governance_core.errors import GovernanceError, ValidationErrors
-from governance_http.cli import admin, reads
+from governance_http.cli import admin, deliver, keys, reads
 from governance_http.cli.output import DISTRIBUTION, CommandError
 from governance_http.settings import (
     DB_ENVIRONMENT_VARIABLE,
@@ -26,7 +26,6 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "build_parser", "main"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
-RUN_STATUSES = ("pending", "active", "complete", "failed", "cancelled")
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -124,12 +123,32 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                        help="log one line a request (method, path, status, duration, id)")
 
+    deliver.add_arguments(command(
+        commands, "deliver", "send webhooks from the outbox (as `serve` does unless "
+        "GOVERNANCE_SENDER=off); needs the notifications extra", deliver.deliver,
+    ))
+
     demo = command(commands, "demo", "record the playground's loan-review run; print its "
                    "risk and cost", admin.demo)
-    demo.add_argument("--account", help="the account id (default: the store's first account)")
+    demo.add_argument("--account", help="the account to record into (default: the store's "
+                      "only account; a new store is bootstrapped)")
     demo.add_argument("--runs", type=int, default=1, help="how many runs to record")
     demo.add_argument("--create", action="store_true",
                       help="create the store when its file does not exist")
+
+    key_commands = _group(commands, "keys", "the encryption key of sensitive values: make "
+                          "one, rotate it, encrypt stored values again")
+    command(key_commands, "new", "print a new key (for GOVERNANCE_ENCRYPTION_KEY or a key "
+            "file); it is not stored anywhere", keys.keys_new, [])
+    command(key_commands, "rotate", "put a new key first in the store's key file; the "
+            "earlier keys still decrypt", keys.keys_rotate)
+    rekey = command(key_commands, "rekey", "encrypt every sensitive value and webhook secret "
+                    "under the first key, in batches (run again after an interruption)",
+                    keys.keys_rekey)
+    rekey.add_argument("--batch-size", type=int, default=keys.REKEY_BATCH,
+                       help="records encrypted again in one transaction")
+    rekey.add_argument("--drop-old-keys", action="store_true",
+                       help="then keep only the first key in the key file")
 
     accounts = _group(commands, "accounts", "list accounts, add one to a store")
     command(accounts, "list", "list every account in the store", admin.accounts_list)
@@ -158,9 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     listed = command(runs, "list", "list runs, newest first", reads.runs_list,
                      [*common, account])
     listed.add_argument("--agent", help="only this agent's runs (agent id)")
-    listed.add_argument("--status", choices=RUN_STATUSES, help="only runs in this status")
+    listed.add_argument("--status", choices=reads.RUN_STATUSES, help="only runs in this status")
     listed.add_argument("--since", type=reads.parse_since,
-                        help="only runs registered since: ISO 8601 or an age (30m, 12h, 7d)")
+                        help="only runs started since: ISO 8601 or an age (30m, 12h, 7d); "
+                        "a run not started yet has no start time and is left out")
     listed.add_argument("--limit", type=int, default=50, help="at most this many runs")
     shown = command(runs, "show", "show a run and the tree of its spans", reads.runs_show,
                     [*common, account])

@@ -12,6 +12,7 @@ from pathlib import Path
 import falcon
 
 from governance_core.service import Governance
+from governance_http.console.notifications import notification_routes
 from governance_http.console.pages import routes
 from governance_http.console.web import Console
 
@@ -24,6 +25,6 @@ STATIC_PREFIX = "/static/console"
 def mount_console(app: falcon.App[falcon.Request, falcon.Response], governance: Governance) -> None:
     """Add the console's pages and static files to ``app``."""
     console = Console(governance)
-    for path, resource in routes(console):
+    for path, resource in [*routes(console), *notification_routes(console)]:
         app.add_route(path, resource)
     app.add_static_route(STATIC_PREFIX, str(Path(__file__).parent / "static"))

@@ -59,6 +59,14 @@ def _playground_run(world: World) -> Example:
     return Example(body={"agent_instance_id": run["details"]["id"]})
 
 
+def _dead_delivery(world: World) -> Example:
+    # What the sender leaves after the last attempt: only it writes a delivery's status.
+    stored = world.gov.store.get("deliveries", world.ids["delivery_id"])
+    assert stored is not None
+    world.gov.store.put("deliveries", {**stored, "status": "dead"})
+    return Example()
+
+
 def _instance(world: World) -> str:
     return world.ids["agent_instance_id"]
 
@@ -121,6 +129,16 @@ EXAMPLES: dict[str, Callable[[World], Example]] = {
     }),
     "alerts/clear": lambda w: Example({"agent_instance_id": _instance(w), "name": "slow_run"}),
     "alerts/count": lambda w: Example(query=f"agent_instance_id={_instance(w)}"),
+    "monitors/create": lambda w: Example({
+        "name": "Slow runs", "metric": "p95_duration_seconds", "window_seconds": 600,
+        "warning": 30, "critical": 120, "hysteresis": 5,
+    }),
+    "monitors/update": lambda w: Example({"critical": 3}),
+    "destinations/create": lambda w: Example(
+        {"name": "Chat", "url": "https://chat.example.com/hook", "body_format": "slack"}
+    ),
+    "destinations/update": lambda w: Example({"event_types": ["alert.raised"]}),
+    "deliveries/resend": _dead_delivery,
     "playground/register_loan_application_review_agent_instance": _playground_agent,
     "playground/record_loan_application_review_spans": _playground_run,
     BULK: lambda w: Example({"items": [

@@ -115,8 +115,19 @@ def build_world(gov: Governance, boot: Bootstrap) -> World:
         world.secrets["api_token"] = token["token"]
     world.make("agent_id", "agents/create", {"details": {"name": "Loan reviewer"}})
     world.make("spare_agent_id", "agents/create", {"details": {"name": "Idle agent"}})
+    # Before the run: its alert then has a delivery to this destination.
+    world.make("destination_id", "destinations/create", {
+        "name": "Ops hook", "url": "https://hooks.example.com/governance",
+    })
+    world.make("monitor_id", "monitors/create", {
+        "name": "Failures", "metric": "failed_runs", "window_seconds": 3600, "warning": 1,
+    })
     if world.has("agent_instances/register") and "agent_id" in world.ids:
         _make_run(world)
+    if world.has("deliveries/list", "notification_events/list"):
+        world.ids["delivery_id"] = world.call("deliveries/list", {})["summaries"][0]["id"]
+        events = world.call("notification_events/list", {})["summaries"]
+        world.ids["notification_event_id"] = events[0]["id"]
     return world
 
 

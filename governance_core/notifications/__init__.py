@@ -1,0 +1,41 @@
+"""Notifications: monitors, webhook destinations, the outbox and the sender that empties it.
+
+- :mod:`.addresses`: which URLs and addresses a webhook may reach;
+- :mod:`.outbox`: events written in the transaction of their cause, one delivery each;
+- :mod:`.monitors`: metrics over windows, thresholds with hysteresis;
+- :mod:`.transport`: one HTTP request, under the address rules and timeouts;
+- :mod:`.sender`: the background sender (a lease in the store, retries, dead letters).
+
+Signing needs the ``standardwebhooks`` package (the ``notifications`` extra); everything else,
+and every operation, works without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governance_core.context import Context
+from governance_core.errors import NotFound
+from governance_core.ids import is_pfid
+from governance_core.repository import Record
+
+__all__ = ["NOTIFICATION_KINDS", "load_own"]
+
+NOTIFICATION_KINDS: dict[str, str] = {
+    "monitors": "monitor",
+    "destinations": "destination",
+    "deliveries": "delivery",
+    "notification_events": "notification_event",
+}
+"""Each notification table (and operation family) and the resource ``type`` it holds."""
+
+
+def load_own(ctx: Context, table: str, record_id: Any) -> Record:
+    """The caller's record of ``table``; a malformed, missing or foreign id is ``not_found``."""
+    kind = NOTIFICATION_KINDS[table]
+    if not is_pfid(record_id):
+        raise NotFound(f"{kind} not found")
+    record = ctx.store.get(table, str(record_id))
+    if record is None or record.get("account_id") != ctx.account_id:
+        raise NotFound(f"{kind} not found")
+    return record

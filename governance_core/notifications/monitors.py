@@ -1,0 +1,246 @@
+"""Monitors: a metric of an agent's (or environment's) runs over a window, against thresholds.
+
+:func:`level_after` is the pure rule: a level is entered when the value passes its threshold
+and left only when the value comes back past the threshold by the monitor's ``hysteresis``,
+so a value hovering at a threshold does not flap. :func:`measure` computes a metric from the
+stored runs and alerts of the window, and :func:`evaluate` applies both to a monitor in the
+caller's transaction: a change of level is a ``monitor.state_changed`` event, raises (or
+updates) the monitor's alert on the latest run in its scope, and clears it on return to ok.
+Time comes from the context only.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from governance_core.clock import format_timestamp, parse_timestamp
+from governance_core.context import Context
+from governance_core.converter import to_record
+from governance_core.domain.alerts import clear_alert, find_alert, raise_alert
+from governance_core.domain.insights import instance_cost, run_insights
+from governance_core.domain.risk import Rulesets
+from governance_core.models.notifications import Monitor
+from governance_core.notifications.outbox import emit
+from governance_core.repository import Filter, Record, SortKey, tenant_filter
+from governance_core.rules.token_groups import stored_token_groups
+from governance_core.views import view_of
+
+__all__ = [
+    "COMPARISONS",
+    "LEVELS",
+    "METRICS",
+    "alert_name",
+    "evaluate",
+    "level_after",
+    "measure",
+]
+
+METRICS = (
+    "run_count", "failed_runs", "error_rate", "cost_usd", "tokens", "p95_duration_seconds",
+    "critical_alerts", "high_risk_runs", "quality_score_average",
+)
+"""What a monitor may measure over its window (see docs/notifications.md)."""
+COMPARISONS = ("gt", "ge", "lt", "le")
+LEVELS = ("unknown", "ok", "warning", "critical")
+_RANK = {"unknown": 0, "ok": 0, "warning": 1, "critical": 2}
+_FAILED = ("failed", "terminated")
+_FINISHED = ("complete", "failed", "cancelled", "terminated")
+
+
+def _passes(value: float, threshold: float, comparison: str) -> bool:
+    if comparison == "gt":
+        return value > threshold
+    if comparison == "ge":
+        return value >= threshold
+    if comparison == "lt":
+        return value < threshold
+    return value <= threshold
+
+
+def level_after(
+    previous: str,
+    value: float | None,
+    comparison: str,
+    warning: float | None,
+    critical: float | None,
+    hysteresis: float = 0.0,
+) -> str:
+    """The level after measuring ``value``, from ``previous``.
+
+    A level is entered when ``value`` passes its threshold (``gt``: above it); a level held
+    already is kept while ``value`` still passes the threshold moved back by ``hysteresis``
+    (``gt`` 50 with hysteresis 5 is left only at 45 or below). No value (no data in the
+    window) keeps the previous level, ``ok`` before any.
+    """
+    if value is None:
+        return "ok" if previous == "unknown" else previous
+    toward_ok = -hysteresis if comparison in ("gt", "ge") else hysteresis
+    level = "ok"
+    for name, threshold in (("warning", warning), ("critical", critical)):
+        if threshold is None:
+            continue
+        entered = _passes(value, threshold, comparison)
+        held = _RANK[previous] >= _RANK[name] and _passes(
+            value, threshold + toward_ok, comparison
+        )
+        if entered or held:
+            level = name if _RANK[name] > _RANK[level] else level
+    return level
+
+
+def _percentile(values: list[float], fraction: float) -> float | None:
+    """The nearest-rank percentile of ``values``; None when there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def _scope(monitor: Monitor) -> list[Filter]:
+    filters = [tenant_filter(monitor.account_id)]
+    if monitor.agent_id is not None:
+        filters.append(Filter("agent_id", "eq", monitor.agent_id))
+    if monitor.environment_id is not None:
+        filters.append(Filter("environment_id", "eq", monitor.environment_id))
+    return filters
+
+
+def measure(ctx: Context, monitor: Monitor) -> float | None:
+    """The monitor's metric over the live runs started in its window ending now.
+
+    None when the metric has no value (an error rate with no finished run, a duration
+    percentile with none, an average of nothing).
+    """
+    since = format_timestamp(ctx.now - timedelta(seconds=monitor.window_seconds))
+    if monitor.metric == "critical_alerts":
+        return float(ctx.store.count("alerts", [
+            *_scope(monitor), Filter("severity", "eq", "critical"),
+            Filter("raised_at", "ge", since),
+        ]))
+    runs = ctx.store.query("agent_instances", [
+        *_scope(monitor), Filter("purpose", "eq", "live"), Filter("started_at", "ge", since),
+    ])
+    return _run_metric(ctx, monitor.metric, runs)
+
+
+def _run_metric(ctx: Context, metric: str, runs: list[Record]) -> float | None:
+    finished = [run for run in runs if run.get("status") in _FINISHED]
+    if metric == "run_count":
+        return float(len(runs))
+    if metric == "failed_runs":
+        return float(sum(run.get("status") in _FAILED for run in runs))
+    if metric == "error_rate":
+        if not finished:
+            return None
+        return sum(run.get("status") in _FAILED for run in finished) / len(finished)
+    if metric == "tokens":
+        return float(sum(
+            group.input + group.output + group.cache_read
+            for run in runs for group in stored_token_groups(run)
+        ))
+    if metric == "cost_usd":
+        total = Decimal(0)
+        for run in runs:
+            cost = instance_cost(run, ctx.config.pricing)
+            if cost is not None and cost["total_cost"] is not None:
+                total += cost["total_cost"]
+        return float(total)
+    if metric == "p95_duration_seconds":
+        durations = [
+            (parse_timestamp(run["finished_at"]) - parse_timestamp(run["started_at"]))
+            .total_seconds()
+            for run in finished if run.get("finished_at") and run.get("started_at")
+        ]
+        return _percentile(durations, 0.95)
+    if metric == "high_risk_runs":
+        rulesets = Rulesets(ctx)
+        levels = [
+            ((run_insights(ctx, run, rulesets)["risk_score"] or {}).get("risk_level"))
+            for run in runs
+        ]
+        return float(sum(level in ("high", "critical") for level in levels))
+    scores = [
+        float(payload["score"])
+        for run in runs
+        for payload in (run.get("quality_payloads") or {}).values()
+        if isinstance(payload, dict) and isinstance(payload.get("score"), (int, float))
+        and not isinstance(payload.get("score"), bool)
+    ]
+    return sum(scores) / len(scores) if scores else None
+
+
+def alert_name(monitor: Monitor) -> str:
+    """The name of the alert a monitor raises on a run."""
+    return f"monitor:{monitor.name}"
+
+
+def _latest_run(ctx: Context, monitor: Monitor) -> Record | None:
+    found = ctx.store.query(
+        "agent_instances", _scope(monitor),
+        sort=[SortKey("started_at", descending=True, nulls="last")], limit=1,
+    )
+    return found[0] if found else None
+
+
+def _threshold(monitor: Monitor, level: str) -> float | None:
+    return monitor.critical if level == "critical" else monitor.warning
+
+
+def evaluate(ctx: Context, monitor: Monitor) -> Monitor:
+    """Measure, move the level, and write what changed; the monitor as stored.
+
+    Runs in the caller's transaction. The next evaluation is due ``evaluate_every_seconds``
+    from now.
+    """
+    value = measure(ctx, monitor)
+    level = level_after(
+        monitor.level, value, monitor.comparison, monitor.warning, monitor.critical,
+        monitor.hysteresis,
+    )
+    changed = level != monitor.level
+    updated = attrs.evolve(
+        monitor, level=level, last_value=value, last_evaluated_at=ctx.now,
+        next_evaluation_at=ctx.now + timedelta(seconds=monitor.evaluate_every_seconds),
+        updated_at=ctx.now, version=monitor.version + (1 if changed else 0),
+    )
+    # The first evaluation finding all well is no news: it only leaves ``unknown``.
+    if changed and not (monitor.level == "unknown" and level == "ok"):
+        updated = _move_alert(ctx, updated, value)
+        emit(ctx, monitor.account_id, "monitor.state_changed", {
+            "monitor": view_of(updated, "monitor"), "previous_level": monitor.level,
+            "level": level, "value": value, "threshold": _threshold(updated, level),
+        }, subject_id=monitor.id)
+    ctx.store.put("monitors", to_record(updated))
+    return updated
+
+
+def _move_alert(ctx: Context, monitor: Monitor, value: float | None) -> Monitor:
+    """Raise, update or clear the monitor's alert for its new level."""
+    name = alert_name(monitor)
+    held = (
+        ctx.store.get("agent_instances", monitor.alert_instance_id)
+        if monitor.alert_instance_id else None
+    )
+    if monitor.level in ("ok", "unknown"):
+        if held is not None:
+            alert = find_alert(ctx, held["id"], name)
+            if alert is not None and alert.status == "raised":
+                clear_alert(ctx, held, alert)
+        return attrs.evolve(monitor, alert_instance_id=None)
+    instance = held or _latest_run(ctx, monitor)
+    if instance is None:
+        # No run to hang it on: the monitor's own state change event is the record.
+        return monitor
+    payload: dict[str, Any] = {
+        "monitor_id": monitor.id, "metric": monitor.metric, "value": value,
+        "comparison": monitor.comparison, "threshold": _threshold(monitor, monitor.level),
+        "window_seconds": monitor.window_seconds,
+    }
+    raise_alert(ctx, instance, name, monitor.level, payload)
+    return attrs.evolve(monitor, alert_instance_id=instance["id"])

@@ -1,0 +1,441 @@
+"""The background sender: empties the outbox, one destination's deliveries in order.
+
+One sender works a database at a time: it holds a lease (a record of ``sender_leases``) that it
+renews on every pass, and another takes over once a holder stops renewing it (a process killed
+with ``kill -9`` included). Every state change of a delivery is committed after its request
+is answered, so a sender killed mid-request leaves the delivery pending and it is sent again
+under the same ``webhook-id`` with the same body: at least once, never another event under
+that id.
+
+Each pass picks the destinations that have a delivery due and drains each on its own thread
+(at most ``parallel`` at once), oldest first: a failure schedules the next attempt with
+exponential backoff and jitter and stops that destination until then, so a destination gets
+its events in order, and one that hangs (up to its timeouts) delays no other. After the last
+attempt a delivery is dead (the dead letter) and the next one goes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import random
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from governance_core.clock import format_timestamp, parse_timestamp
+from governance_core.context import Principal
+from governance_core.converter import to_record
+from governance_core.errors import GovernanceError, TemporarilyUnavailable
+from governance_core.ids import extract_partition
+from governance_core.models.notifications import DeliveryAttempt
+from governance_core.notifications.addresses import (
+    IPNetwork,
+    UnsafeDestination,
+    check_url,
+    parse_networks,
+)
+from governance_core.notifications.outbox import message_body
+from governance_core.notifications.secrets import active_secrets
+from governance_core.notifications.transport import (
+    Resolver,
+    SendFailed,
+    Sent,
+    Timeouts,
+    post,
+    system_resolver,
+)
+from governance_core.repository import Filter, SortKey
+
+if TYPE_CHECKING:
+    from governance_core.service import Governance
+
+__all__ = [
+    "LEASE_ID",
+    "MISSING_EXTRA",
+    "RetryPolicy",
+    "Running",
+    "Sender",
+    "SenderSettings",
+    "SenderUnavailable",
+    "signer_available",
+    "start_in_thread",
+]
+
+LOG = logging.getLogger("governance_core.notifications")
+LEASE_ID = "sender"
+"""The id of the one lease record."""
+MISSING_EXTRA = (
+    "webhook delivery is off: it needs the standardwebhooks package "
+    "(pip install 'agent-runs-governance[notifications]')"
+)
+_ERROR_MAX = 500
+
+
+class SenderUnavailable(RuntimeError):
+    """The sender cannot run here (its signing library is not installed)."""
+
+
+def signer_available() -> bool:
+    """Whether ``standardwebhooks`` can be imported."""
+    try:
+        import standardwebhooks  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How often and when a failed delivery is tried again.
+
+    Attempt ``n`` failing waits ``base * 2**(n-1)`` seconds (at most ``cap``), of which a
+    random half is jitter, so receivers recovering from an outage are not hit by every
+    sender at once. After ``max_attempts`` attempts in a round the delivery is dead.
+    """
+
+    max_attempts: int = 10
+    base_seconds: float = 5.0
+    cap_seconds: float = 3600.0
+
+    def delay(self, attempt: int, draw: Callable[[], float] = random.random) -> timedelta:
+        """The wait after failed attempt number ``attempt`` (1-based); ``draw`` in [0, 1)."""
+        ceiling = min(self.cap_seconds, self.base_seconds * 2 ** (attempt - 1))
+        return timedelta(seconds=ceiling / 2 + draw() * ceiling / 2)
+
+
+@attrs.frozen
+class SenderSettings:
+    """How the sender works; every field has a working default.
+
+    ``allowed_networks`` lets webhooks reach networks that are not public (tests allow
+    127.0.0.1 only). ``poll_seconds`` is the pause between passes, ``lease_seconds`` how
+    long a silent holder keeps the lease, ``parallel`` how many destinations are drained at
+    once, ``batch`` how many deliveries of a destination one drain reads at most, and
+    ``monitor_seconds`` how often monitors are looked at (0: never).
+    """
+
+    retry: RetryPolicy = attrs.field(factory=RetryPolicy)
+    timeouts: Timeouts = attrs.field(factory=Timeouts)
+    allowed_networks: tuple[IPNetwork, ...] = ()
+    poll_seconds: float = 1.0
+    lease_seconds: float = 30.0
+    parallel: int = 8
+    batch: int = 100
+    monitor_seconds: float = 15.0
+    resolver: Resolver = system_resolver
+    tls: ssl.SSLContext | None = None
+
+    @classmethod
+    def from_environment(cls, environ: dict[str, str] | None = None) -> SenderSettings:
+        """Settings with ``GOVERNANCE_WEBHOOK_ALLOWED_NETWORKS`` (comma-separated networks)."""
+        source = os.environ if environ is None else environ
+        return cls(
+            allowed_networks=parse_networks(source.get("GOVERNANCE_WEBHOOK_ALLOWED_NETWORKS"))
+        )
+
+
+class Sender:
+    """Delivers the outbox of one :class:`~governance_core.service.Governance`'s store.
+
+    ``run_once()`` makes one pass and waits for it (tests, ``governance deliver --once``);
+    ``run(stop)`` makes passes until ``stop`` is set, renewing its lease on each.
+    """
+
+    def __init__(
+        self,
+        governance: Governance,
+        settings: SenderSettings | None = None,
+        *,
+        holder: str | None = None,
+        draw: Callable[[], float] = random.random,
+    ) -> None:
+        if not signer_available():
+            raise SenderUnavailable(MISSING_EXTRA)
+        self.governance = governance
+        self.store = governance.store
+        self.settings = settings or SenderSettings()
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self._draw = draw
+        self._busy: set[str] = set()
+        self._busy_lock = threading.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self.settings.parallel, thread_name_prefix="webhook-sender"
+        )
+        self._next_monitors: datetime | None = None
+        self._stopping = threading.Event()
+
+    def _now(self) -> datetime:
+        return self.governance.clock()
+
+    # -- the lease -----------------------------------------------------------------------
+    def acquire(self) -> bool:
+        """Take or renew the lease; whether this sender holds it now."""
+        try:
+            with self.store.transaction():
+                now = self._now()
+                lease = self.store.get("sender_leases", LEASE_ID)
+                if (
+                    lease is not None
+                    and lease.get("holder") != self.holder
+                    and parse_timestamp(lease["expires_at"]) > now
+                ):
+                    return False
+                self.store.put("sender_leases", {
+                    "id": LEASE_ID, "account_id": None, "holder": self.holder,
+                    "inserted_at": format_timestamp(now),
+                    "expires_at": format_timestamp(
+                        now + timedelta(seconds=self.settings.lease_seconds)
+                    ),
+                })
+                return True
+        except TemporarilyUnavailable:
+            return False
+
+    def release(self) -> None:
+        """Give the lease up at once, when this sender holds it."""
+        try:
+            with self.store.transaction():
+                lease = self.store.get("sender_leases", LEASE_ID)
+                if lease is not None and lease.get("holder") == self.holder:
+                    self.store.delete("sender_leases", LEASE_ID)
+        except Exception:  # the store may be gone at shutdown: the lease lapses on its own
+            LOG.warning("could not release the sender lease; it expires on its own")
+
+    # -- passes --------------------------------------------------------------------------
+    def run_once(self) -> int:
+        """One pass, waited for: the deliveries attempted (0 when another holds the lease)."""
+        if not self.acquire():
+            return 0
+        self._monitors()
+        futures = [future for _, future in self._dispatch()]
+        return sum(future.result() for future in futures)
+
+    def run(self, stop: threading.Event) -> None:
+        """Make passes until ``stop`` is set, then wait for drains under way and release."""
+        self._stopping = stop
+        try:
+            while not stop.is_set():
+                try:
+                    if self.acquire():
+                        self._monitors()
+                        self._dispatch()
+                except Exception:  # a pass that fails is logged; the next pass tries again
+                    LOG.exception("webhook sender pass failed")
+                stop.wait(self.settings.poll_seconds)
+        finally:
+            self._pool.shutdown(wait=True)
+            self.release()
+
+    def close(self) -> None:
+        """Wait for drains under way, stop the threads and give the lease up."""
+        self._pool.shutdown(wait=True)
+        self.release()
+
+    def _dispatch(self) -> list[tuple[str, concurrent.futures.Future[int]]]:
+        """Start a drain for every destination with a delivery due that is not being drained."""
+        now = format_timestamp(self._now())
+        due = self.store.query(
+            "deliveries",
+            [Filter("status", "eq", "pending"), Filter("next_attempt_at", "le", now)],
+            sort=[SortKey("next_attempt_at")], limit=1000,
+        )
+        started = []
+        for destination_id in dict.fromkeys(record["destination_id"] for record in due):
+            with self._busy_lock:
+                if destination_id in self._busy:
+                    continue
+                self._busy.add(destination_id)
+            started.append((destination_id, self._pool.submit(self._drain, destination_id)))
+        return started
+
+    # -- one destination -----------------------------------------------------------------
+    def _drain(self, destination_id: str) -> int:
+        """Send the destination's due deliveries in order; the number attempted."""
+        try:
+            return self._drain_in_order(destination_id)
+        except Exception:
+            LOG.exception("draining destination %s failed", destination_id)
+            return 0
+        finally:
+            with self._busy_lock:
+                self._busy.discard(destination_id)
+
+    def _drain_in_order(self, destination_id: str) -> int:
+        pending = self.store.query(
+            "deliveries",
+            [Filter("destination_id", "eq", destination_id), Filter("status", "eq", "pending")],
+            sort=[SortKey("id")], limit=self.settings.batch,
+        )
+        destination = self.store.get("destinations", destination_id)
+        if destination is None:
+            for delivery in pending:
+                self._finish(delivery, None, "the destination was deleted", dead=True)
+            return 0
+        if destination.get("status") != "active":
+            return 0
+        attempted = 0
+        for delivery in pending:
+            if self._stopping.is_set() or parse_timestamp(delivery["next_attempt_at"]) > (
+                self._now()
+            ):
+                break
+            event = self.store.get("notification_events", delivery["event_id"])
+            if event is None or event.get("account_id") != destination["account_id"] or (
+                delivery["account_id"] != destination["account_id"]
+            ):
+                # Never sent: an event of another account must not reach this endpoint.
+                self._finish(delivery, None, "the event does not belong to the account",
+                             dead=True)
+                continue
+            attempted += 1
+            if not self._attempt(destination, delivery, event):
+                break
+        return attempted
+
+    def _attempt(self, destination: dict[str, Any], delivery: dict[str, Any],
+                 event: dict[str, Any]) -> bool:
+        """Send one delivery and record the attempt; whether it was delivered or is dead."""
+        from standardwebhooks.webhooks import Webhook
+
+        now = self._now()
+        body = message_body(event, destination.get("body_format") or "standard")
+        text = body.decode()
+        signatures = " ".join(
+            Webhook(secret).sign(event["id"], now, text)
+            for secret in active_secrets(
+                destination.get("secrets") or [], self.governance.config.cipher, now
+            )
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "agent-runs-governance-webhooks/1",
+            "webhook-id": event["id"],
+            "webhook-timestamp": str(int(now.timestamp())),
+            "webhook-signature": signatures,
+        }
+        allowed = self.settings.allowed_networks
+        sent: Sent | None = None
+        error: str | None = None
+        latency = 0.0
+        try:
+            target = check_url(destination["url"], allowed)
+            sent = post(target, body, headers, allowed=allowed, timeouts=self.settings.timeouts,
+                         resolver=self.settings.resolver, tls=self.settings.tls)
+            latency = sent.latency_ms
+            if not 200 <= sent.status < 300:
+                error = f"answered {sent.status}"
+                if 300 <= sent.status < 400:
+                    error += " (redirects are not followed)"
+        except UnsafeDestination as refused:
+            error = str(refused)
+        except SendFailed as failed:
+            error, latency = str(failed), failed.latency_ms
+        return self._finish(delivery, sent, error, latency_ms=latency, attempted_at=now)
+
+    def _finish(
+        self,
+        delivery: dict[str, Any],
+        sent: Sent | None,
+        error: str | None,
+        *,
+        dead: bool = False,
+        latency_ms: float = 0.0,
+        attempted_at: datetime | None = None,
+    ) -> bool:
+        """Record an attempt's outcome in one transaction; whether the destination may go on."""
+        now = self._now()
+        with self.store.transaction():
+            current = self.store.get("deliveries", delivery["id"])
+            if current is None:
+                return True
+            changes: dict[str, Any] = {"updated_at": format_timestamp(now)}
+            if attempted_at is not None:
+                attempts = int(current.get("attempt_count") or 0) + 1
+                round_attempts = int(current.get("round_attempts") or 0) + 1
+                changes.update(
+                    attempt_count=attempts, round_attempts=round_attempts,
+                    last_attempt_at=format_timestamp(attempted_at), latency_ms=latency_ms,
+                    last_status_code=sent.status if sent else None,
+                    last_error=error[:_ERROR_MAX] if error else None,
+                )
+                attempt = DeliveryAttempt(
+                    id=self.governance.ids.new(extract_partition(current["id"]), now),
+                    account_id=current["account_id"], delivery_id=current["id"],
+                    destination_id=current["destination_id"], attempted_at=attempted_at,
+                    inserted_at=now, succeeded=error is None, latency_ms=latency_ms,
+                    status_code=sent.status if sent else None,
+                    error=error[:_ERROR_MAX] if error else None,
+                    response_prefix=sent.body_prefix if sent else None,
+                )
+                self.store.put("delivery_attempts", to_record(attempt))
+                if error is not None and round_attempts >= self.settings.retry.max_attempts:
+                    dead = True
+            else:
+                changes["last_error"] = error
+            if error is None:
+                changes.update(status="delivered", delivered_at=format_timestamp(now))
+            elif dead:
+                changes["status"] = "dead"
+            else:
+                wait = self.settings.retry.delay(changes["round_attempts"], self._draw)
+                changes["next_attempt_at"] = format_timestamp(now + wait)
+            self.store.put("deliveries", {**current, **changes})
+        if error is not None and dead:
+            LOG.warning("delivery %s is dead: %s", delivery["id"], error)
+        return error is None or dead
+
+    # -- monitors ------------------------------------------------------------------------
+    def _monitors(self) -> None:
+        """Evaluate the monitors that are due, account by account, when it is time to look."""
+        every = self.settings.monitor_seconds
+        now = self._now()
+        if every <= 0 or (self._next_monitors is not None and now < self._next_monitors):
+            return
+        self._next_monitors = now + timedelta(seconds=every)
+        due = self.store.query(
+            "monitors",
+            [Filter("status", "eq", "active"),
+             Filter("next_evaluation_at", "le", format_timestamp(now))],
+            limit=1000,
+        )
+        for account_id in dict.fromkeys(record["account_id"] for record in due):
+            account = self.store.get("accounts", account_id)
+            if account is None:
+                continue
+            try:
+                self.governance.call(
+                    "monitors/evaluate", {},
+                    principal=Principal(account_id, account["partition"]),
+                )
+            except GovernanceError:
+                LOG.exception("evaluating the monitors of account %s failed", account_id)
+
+
+@attrs.define
+class Running:
+    """A sender running on a daemon thread of its own."""
+
+    thread: threading.Thread
+    stopping: threading.Event
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Ask it to stop, and wait (up to ``timeout`` seconds) for it to end."""
+        self.stopping.set()
+        self.thread.join(timeout)
+
+
+def start_in_thread(sender: Sender) -> Running:
+    """Run ``sender`` on a daemon thread; :meth:`Running.stop` ends it."""
+    stopping = threading.Event()
+    thread = threading.Thread(
+        target=sender.run, args=(stopping,), name="webhook-sender", daemon=True
+    )
+    thread.start()
+    return Running(thread, stopping)

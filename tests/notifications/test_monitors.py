@@ -1,0 +1,198 @@
+"""Monitors: the level rule with hysteresis, and evaluation over a window on an injected clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from governance_core.clock import FixedClock
+from governance_core.context import Config
+from governance_core.errors import ValidationErrors
+from governance_core.ids import SeededIds
+from governance_core.notifications.monitors import level_after
+from governance_core.service import Governance
+from tests.core.runs import Caller, account_caller, make_agent, register
+from tests.notifications.conftest import LOOPBACK_ONLY
+from tests.notifications.world import deliveries, destination
+from tests.stores import STORE_KINDS, make_store
+
+
+def walk(values: Sequence[float | None], hysteresis: float, comparison: str = "gt") -> list[str]:
+    level, levels = "unknown", []
+    for value in values:
+        level = level_after(level, value, comparison, 50.0, 80.0, hysteresis)
+        levels.append(level)
+    return levels
+
+
+def test_levels_are_entered_at_their_thresholds() -> None:
+    assert walk([10, 51, 81, 60, 10], 0) == ["ok", "warning", "critical", "warning", "ok"]
+    assert walk([50, 80], 0) == ["ok", "warning"], "gt: the threshold itself does not pass"
+    assert walk([50, 80], 0, "ge") == ["warning", "critical"]
+    assert level_after("ok", 40, "lt", 50, 20, 5) == "warning"
+    assert level_after("warning", 52, "lt", 50, 20, 5) == "warning"
+    assert level_after("warning", 55, "lt", 50, 20, 5) == "ok"
+
+
+def test_a_value_hovering_at_a_threshold_does_not_flap_with_hysteresis() -> None:
+    hovering = [49.0, 51.0, 49.5, 50.5, 48.0, 51.0, 49.0]
+    assert walk(hovering, 0) == [
+        "ok", "warning", "ok", "warning", "ok", "warning", "ok"]
+    assert walk(hovering, 5) == ["ok"] + ["warning"] * 6
+    assert walk([51, 46, 45, 44.9], 5) == ["warning", "warning", "ok", "ok"]
+    assert walk([85, 76, 75], 5) == ["critical", "critical", "warning"]
+
+
+def test_no_data_keeps_the_level() -> None:
+    assert walk([None], 0) == ["ok"]
+    assert walk([60, None, None], 0) == ["warning", "warning", "warning"]
+
+
+@given(st.lists(st.floats(0, 100), max_size=30), st.floats(0, 20))
+def test_hysteresis_never_raises_more_often(values: list[float], hysteresis: float) -> None:
+    def raised(levels: list[str]) -> int:
+        """How often the level left ok (each time an alert is raised)."""
+        return sum(a == "ok" and b != "ok" for a, b in zip(["ok", *levels], levels, strict=False))
+
+    with_margin, without = walk(list(values), hysteresis), walk(list(values), 0)
+    assert raised(with_margin) <= raised(without)
+    # Never less alarmed than without a margin: a margin only holds a level longer.
+    rank = {"ok": 0, "warning": 1, "critical": 2}
+    assert all(rank[a] >= rank[b] for a, b in zip(with_margin, without, strict=True))
+
+
+@pytest.fixture(params=STORE_KINDS)
+def clocked(request: pytest.FixtureRequest) -> Iterator[tuple[Governance, FixedClock]]:
+    clock = FixedClock()
+    governance = Governance(make_store(request.param), clock=clock, ids=SeededIds(3),
+                            config=Config(webhook_allowed_networks=LOOPBACK_ONLY))
+    yield governance, clock
+    governance.close()
+
+
+def finished_run(caller: Caller, agent_id: str, status: str = "complete") -> str:
+    run_id: str = register(caller, agent_id)["id"]
+    caller.call("agent_instances/start", agent_instance_id=run_id)
+    caller.call("agent_instances/finish", agent_instance_id=run_id, status=status)
+    return run_id
+
+
+def test_a_monitor_raises_and_clears_its_alert_as_the_window_moves(
+    clocked: tuple[Governance, FixedClock],
+) -> None:
+    gov, clock = clocked
+    caller = account_caller(gov, gov.bootstrap())
+    destination(caller, "https://hooks.example.com/")
+    agent = make_agent(caller)
+    monitor = caller.details(
+        "monitors/create", name="failures", metric="failed_runs", agent_id=agent["id"],
+        window_seconds=3600, warning=1, critical=3, comparison="ge", hysteresis=0,
+    )
+    assert monitor["level"] == "unknown"
+    finished_run(caller, agent["id"])
+    [evaluated] = caller.call("monitors/evaluate")["evaluated"]
+    assert evaluated["level"] == "ok" and evaluated["last_value"] == 0
+    assert deliveries(caller) == [], "leaving unknown for ok is no news"
+
+    latest = finished_run(caller, agent["id"], status="failed")
+    clock.advance(timedelta(seconds=60))
+    [evaluated] = caller.call("monitors/evaluate")["evaluated"]
+    assert evaluated["level"] == "warning" and evaluated["alert_instance_id"] == latest
+    [alert] = caller.call("alerts/list", agent_instance_id=latest)["summaries"]
+    assert alert["name"] == "monitor:failures" and alert["severity"] == "warning"
+    assert alert["payload"]["value"] == 1 and alert["payload"]["threshold"] == 1
+
+    assert caller.call("monitors/evaluate")["evaluated"] == [], "not due for a minute"
+    clock.advance(timedelta(hours=1, seconds=1))
+    [evaluated] = caller.call("monitors/evaluate")["evaluated"]
+    assert evaluated["level"] == "ok" and evaluated["alert_instance_id"] is None
+    alert = caller.details("alerts/show", alert_id=alert["id"])
+    assert alert["status"] == "cleared"
+    types = [row["event_type"] for row in deliveries(caller)]
+    assert types == ["alert.raised", "monitor.state_changed", "alert.cleared",
+                     "monitor.state_changed"]
+
+
+def test_metrics_over_the_window(clocked: tuple[Governance, FixedClock]) -> None:
+    gov, clock = clocked
+    caller = account_caller(gov, gov.bootstrap())
+    agent = make_agent(caller)
+    other = make_agent(caller, name="Other")
+    finished_run(caller, agent["id"])
+    finished_run(caller, agent["id"], status="failed")
+    finished_run(caller, agent["id"], status="failed")
+    register(caller, agent["id"])
+    finished_run(caller, other["id"], status="failed")
+
+    def value(metric: str, **scope: Any) -> float | None:
+        made = caller.details("monitors/create", name=metric + str(scope), metric=metric,
+                              window_seconds=600, warning=1e9, **scope)
+        [evaluated] = caller.call("monitors/evaluate", monitor_id=made["id"])["evaluated"]
+        result: float | None = evaluated["last_value"]
+        return result
+
+    assert value("run_count", agent_id=agent["id"]) == 3, "a registered run has not started"
+    assert value("failed_runs", agent_id=agent["id"]) == 2
+    assert value("error_rate", agent_id=agent["id"]) == pytest.approx(2 / 3)
+    assert value("failed_runs") == 3
+    assert value("p95_duration_seconds", agent_id=agent["id"]) is not None
+    assert value("tokens", agent_id=agent["id"]) == 0
+    assert value("quality_score_average") is None
+    clock.advance(timedelta(minutes=11))
+    assert value("run_count", agent_id=agent["id"]) == 0
+
+
+def test_a_monitor_with_no_run_changes_state_without_an_alert(
+    clocked: tuple[Governance, FixedClock],
+) -> None:
+    gov, _ = clocked
+    caller = account_caller(gov, gov.bootstrap())
+    caller.details("monitors/create", name="quiet", metric="run_count", comparison="lt",
+                   window_seconds=3600, warning=1)
+    [evaluated] = caller.call("monitors/evaluate")["evaluated"]
+    assert evaluated["level"] == "warning" and evaluated["alert_instance_id"] is None
+    events = caller.call("notification_events/list")["summaries"]
+    assert [event["event_type"] for event in events] == ["monitor.state_changed"]
+    assert events[0]["data"]["level"] == "warning"
+
+
+def test_bad_monitors_are_refused_field_by_field(clocked: tuple[Governance, FixedClock]) -> None:
+    gov, _ = clocked
+    caller = account_caller(gov, gov.bootstrap())
+    with pytest.raises(ValidationErrors) as raised:
+        caller.call("monitors/create", name="x", metric="vibes", window_seconds=5,
+                    warning="high", hysteresis=-1)
+    assert set(raised.value.errors) == {"metric", "window_seconds", "warning", "hysteresis"}
+    with pytest.raises(ValidationErrors) as raised:
+        caller.call("monitors/create", name="x", metric="run_count", window_seconds=60)
+    assert set(raised.value.errors) == {"warning"}
+    with pytest.raises(ValidationErrors) as raised:
+        caller.call("monitors/create", name="x", metric="run_count", window_seconds=60,
+                    warning=10, critical=5)
+    assert set(raised.value.errors) == {"critical"}
+    with pytest.raises(ValidationErrors) as raised:
+        caller.call("monitors/create", name="x", metric="run_count", window_seconds=60,
+                    warning=1, agent_id="0" * 32)
+    assert set(raised.value.errors) == {"agent_id"}
+
+
+def test_a_monitor_is_updated_versioned_and_deleted(
+    clocked: tuple[Governance, FixedClock],
+) -> None:
+    gov, _ = clocked
+    caller = account_caller(gov, gov.bootstrap())
+    made = caller.details("monitors/create", name="m", metric="run_count",
+                          window_seconds=60, warning=1)
+    updated = caller.details("monitors/update", monitor_id=made["id"], critical=5,
+                             status="paused")
+    assert updated["version"] == 2 and updated["critical"] == 5 and updated["status"] == "paused"
+    assert caller.call("monitors/evaluate")["evaluated"] == [], "a paused monitor waits"
+    same = caller.details("monitors/update", monitor_id=made["id"], critical=5)
+    assert same["version"] == 2
+    caller.call("monitors/delete", monitor_id=made["id"])
+    assert caller.call("monitors/list")["summaries"] == []
