@@ -1,46 +1,55 @@
 """The OpenAPI 3.1 document of the API, generated from the route table and the registry.
 
-Nothing here is written per endpoint: summaries are the handlers' docstrings, parameters come
-from the path templates and the operation's verb, request bodies and success envelopes from
-the resource field table in :mod:`governance_http.schemas`, and the few envelopes that carry
-more than one resource from ``EXTRA_ENVELOPES``.
+Summaries are the handlers' docstrings, parameters come from the path templates and the
+operation's verb, success envelopes from the resource field table in
+:mod:`governance_http.schemas` (the few that carry more than one resource from
+``EXTRA_ENVELOPES``), and request bodies from ``REQUEST_MEMBERS``: what each write reads, as
+the server reads it (required members, lengths once stripped, choices, ranges), so a request
+the document accepts is one the server accepts, but for rules a schema cannot state (a
+reference must name an existing resource; see docs/decisions.md).
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from governance_core.bulk import BULK, MAX_ITEMS
 from governance_core.idempotency import KEY_MAX, KEY_MIN
+from governance_core.notifications import NOTIFICATION_KINDS
+from governance_core.notifications.monitors import COMPARISONS, METRICS
+from governance_core.notifications.outbox import EVENT_TYPES
 from governance_core.operations.common import KIND_TABLES
 from governance_core.pagination import MAX_OFFSET, MAX_PAGE_SIZE
 from governance_core.registry import Operation
 from governance_http.routes import PREFIX, Route
 from governance_http.schemas import (
+    NONBLANK_PATTERN,
     PFID_PATTERN,
     RESOURCE_FIELDS,
     error_schema,
     field_schema,
     pagination_schema,
+    request_schema,
     resource_schema,
     sorting_schema,
-    writable_fields,
 )
 
 __all__ = [
     "EXTRA_ENVELOPES",
     "FAMILY_KINDS",
     "QUERY_PARAMETERS",
-    "SUPPLIED_IDS",
+    "REQUEST_MEMBERS",
     "build_document",
     "schema_name",
 ]
 
-FAMILY_KINDS: dict[str, str] = {table: kind for kind, table in KIND_TABLES.items()}
+FAMILY_KINDS: dict[str, str] = {
+    **{table: kind for kind, table in KIND_TABLES.items()}, **NOTIFICATION_KINDS,
+}
 """Each operation family (``teams``) and the resource ``type`` it answers (``team``)."""
 
 EXTRA_ENVELOPES: dict[str, dict[str, str]] = {
@@ -50,19 +59,145 @@ EXTRA_ENVELOPES: dict[str, dict[str, str]] = {
         "agent_version": "agent_version",
         "agent_schema_version": "agent_schema_version",
     },
-    "playground/record_loan_application_review_spans": {"ids": "ids"},
+    "playground/record_loan_application_review_spans": {"ids": "ids", "alert_ids": "ids"},
     # The secret is shown once: a replayed create or accept answers it as null.
     "admin_user_invites/accept": {"details": "admin_user", "token": "str?"},
     "api_tokens/create": {"details": "api_token", "token": "str?"},
     "alerts/count": {"count": "int"},
+    "destinations/create": {"details": "destination", "secret": "str?"},
+    "destinations/rotate_secret": {"details": "destination", "secret": "str?"},
+    "monitors/evaluate": {"evaluated": "list:obj"},
 }
 """Success envelopes that are not ``{status, details}`` of the family's resource: each member
 is a resource ``type`` (a reference to its schema) or a field notation."""
 
-SUPPLIED_IDS = frozenset({
-    "agents/create", "agent_deployments/create", "agent_spans/create", "people/create",
-})
-"""The creates that take a caller-supplied ``id`` (the clients' PFIDs); others make their own."""
+_AGENT_REFERENCES: dict[str, str | dict[str, Any]] = {
+    "owner_person_id": "id?", "risk_profile_id": "id?", "team_id": "id?",
+}
+_FINISH = "enum:complete,failed,cancelled?"
+_TIMED: dict[str, str | dict[str, Any]] = {"timestamp": "ts?"}
+_LEGACY_MAP = {
+    "type": ["object", "null"], "propertyNames": {"pattern": NONBLANK_PATTERN, "maxLength": 200},
+}
+_SCHEMA_VERSION = {
+    "type": ["object", "null"],
+    "properties": {
+        "external_identifier": request_schema("text:200?"),
+        "span_type_schemas": request_schema("entries:span_type"),
+        "alert_schemas": request_schema("entries:payload"),
+        "quality_schemas": request_schema("entries:payload"),
+        "span_schemas": _LEGACY_MAP,
+        "span_result_schemas": _LEGACY_MAP,
+    },
+}
+_AGENT_VERSION = {
+    "type": "object",
+    "properties": {
+        "external_identifier": request_schema("line:200"),
+        "name": request_schema("text:10000?"),
+        "description": request_schema("text:10000?"),
+        "runtime_environment": request_schema("obj?"),
+    },
+    "required": ["external_identifier"],
+}
+
+REQUEST_MEMBERS: dict[str, dict[str, str | dict[str, Any]]] = {
+    "accounts/update": {
+        "name": "line:200", "purpose": "enum:business,personal,nonprofit,education,government",
+        "organisation_name": "text:200?", "website": "text:2000?", "promo_code": "text:100?",
+    },
+    "admin_users/update": {"name": "line:200", "job_title": "text:200?",
+                           "profile_completed_at": "ts?"},
+    "admin_user_invites/create": {"email": "!email", "account_id": "id?"},
+    "admin_user_invites/accept": {"token": "!line:1000", "name": "text:200?"},
+    "api_tokens/create": {
+        "token_scope": "enum:account,agent_deployment", "agent_id": "id?",
+        "environment_id": "id?", "expires_at": "ts?", "description": "text:1000?",
+    },
+    "people/create": {"id": "id?", "name": "!line:200", "email": "!email", "title": "text:200?",
+                      "team_ids": "ids?"},
+    "people/update": {"name": "line:200", "email": "email", "title": "text:200?",
+                      "team_ids": "ids?"},
+    "teams/create": {"name": "!line:200"},
+    "teams/update": {"name": "line:200"},
+    "environments/create": {
+        "name": "!line:200", "purpose": "enum:production,staging,development,testing,other?",
+        "external_identifier": "text:500?", "description": "text:10000?",
+    },
+    "environments/update": {
+        "name": "line:200", "purpose": "enum:production,staging,development,testing,other",
+        "external_identifier": "text:500?", "description": "text:10000?",
+    },
+    "risk_profiles/create": {"name": "!line:200", "description": "text:10000?",
+                             "ruleset": "!ruleset"},
+    "risk_profiles/update": {"name": "line:200", "description": "text:10000?",
+                             "ruleset": "ruleset"},
+    "agents/create": {"id": "id?", "name": "!line:200", "description": "text:10000?",
+                      "external_identifier": "text:200?", **_AGENT_REFERENCES},
+    "agents/update": {"name": "line:200", "description": "text:10000?",
+                      "external_identifier": "text:200?", **_AGENT_REFERENCES},
+    "agent_deployments/create": {"id": "id?", "agent_id": "!id", "environment_id": "!id",
+                                 "current_version_id": "id?"},
+    "agent_deployments/update": {"current_version_id": "id?"},
+    "agent_instances/register": {
+        "id": "id?", "agent_id": "!id", "environment_id": "id?",
+        "purpose": "enum:live,smoke_test,eval?", "external_identifier": "text:200?",
+        "update_current_version": "bool?", "agent_version": _AGENT_VERSION,
+        "agent_schema_version": _SCHEMA_VERSION,
+    },
+    "agent_instances/update": {"quality_payload": "map:obj?", "sensitive_encoding": "bool?"},
+    "agent_instances/start": _TIMED,
+    "agent_instances/finish": {"status": _FINISH, **_TIMED},
+    "agent_instances/terminate": {"reason": "!line:2000"},
+    "agent_instances/record_quality": {"name": "!line:200", "payload": "obj?",
+                                       "sensitive_encoding": "bool?"},
+    "agent_spans/create": {
+        "id": "id?", "agent_instance_id": "!id", "parent_span_id": "id?",
+        "schema_name": "!line:200", "status": "!enum:pending,active,complete,failed,cancelled",
+        "purpose": "enum:activity?", "payload": "obj?", "result_payload": "obj?",
+        "sensitive_encoding": "bool?", "started_at": "ts?", "finished_at": "ts?",
+    },
+    "agent_spans/finish": {"status": _FINISH, "result_payload": "obj?",
+                           "sensitive_encoding": "bool?", **_TIMED},
+    "alerts/raise": {
+        "agent_instance_id": "!id", "name": "!line:200",
+        "severity": "!enum:critical,error,warning,info", "payload": "obj?", "raised_at": "ts?",
+        "payload_sensitive_encoding": "bool?",
+    },
+    "alerts/clear": {"agent_instance_id": "!nonblank", "name": "text:200?"},
+    "monitors/create": {
+        "name": "!line:150", "metric": "!enum:" + ",".join(METRICS),
+        "comparison": "enum:" + ",".join(COMPARISONS), "window_seconds": "!int:60..7776000",
+        "evaluate_every_seconds": "int:10..86400", "status": "enum:active,paused",
+        "hysteresis": "num:0..?", "agent_id": "id?", "environment_id": "id?", "warning": "num?",
+        "critical": "num?", "description": "text:2000?",
+    },
+    "monitors/update": {
+        "name": "line:150", "metric": "enum:" + ",".join(METRICS),
+        "comparison": "enum:" + ",".join(COMPARISONS), "window_seconds": "int:60..7776000",
+        "evaluate_every_seconds": "int:10..86400", "status": "enum:active,paused",
+        "hysteresis": "num:0..?", "agent_id": "id?", "environment_id": "id?", "warning": "num?",
+        "critical": "num?", "description": "text:2000?",
+    },
+    "monitors/evaluate": {"monitor_id": "id?"},
+    "destinations/create": {
+        "name": "!line:200", "url": "!line:2000", "body_format": "enum:standard,slack?",
+        "event_types": "list:enum:" + ",".join(EVENT_TYPES) + "?",
+        "description": "text:2000?",
+    },
+    "destinations/update": {
+        "name": "line:200", "url": "line:2000", "body_format": "enum:standard,slack",
+        "status": "enum:active,disabled", "event_types": "list:enum:" + ",".join(EVENT_TYPES)
+        + "?", "description": "text:2000?",
+    },
+    "destinations/rotate_secret": {"grace_seconds": "int:0..604800?"},
+    "playground/register_loan_application_review_agent_instance": {
+        "agent_id": "!id", "environment_id": "id?", "id": "id?",
+    },
+    "playground/record_loan_application_review_spans": {},
+}
+"""What each write reads from its body, in the request notation of
+:mod:`governance_http.schemas` (or as a schema). A write not listed reads nothing from it."""
 
 _FLAG = {"type": "boolean"}
 _ID = {"type": "string", "pattern": PFID_PATTERN}
@@ -134,43 +269,72 @@ def _success_schema(route: Route) -> dict[str, Any]:
     return _envelope({"details": _ref(kind)})
 
 
-def _request_body(route: Route, operation: Operation | None) -> dict[str, Any] | None:
+def _request_body(route: Route, operation_names: Collection[str]) -> dict[str, Any] | None:
     if route.method not in ("POST", "PUT"):
         return None
-    family, verb = _family_verb(route)
     key = {"type": "string", "minLength": KEY_MIN, "maxLength": KEY_MAX}
     properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, notation in REQUEST_MEMBERS.get(route.operation, {}).items():
+        if isinstance(notation, str):
+            properties[name] = request_schema(notation)
+            if notation.startswith("!"):
+                required.append(name)
+        else:
+            properties[name] = notation
+            if "null" not in notation.get("type", ()):
+                required.append(name)
     if route.operation == BULK:
         item = {
             "type": "object",
-            "properties": {"_type": {"type": "string"}, "idempotency_key": key},
+            "properties": {
+                "_type": {"enum": sorted(name for name in operation_names if name != BULK)},
+                "idempotency_key": key,
+            },
             "required": ["_type", "idempotency_key"],
         }
         properties["items"] = {"type": "array", "items": item, "minItems": 1, "maxItems": MAX_ITEMS}
-    elif verb in ("create", "update") and family in FAMILY_KINDS:
-        properties.update(writable_fields(FAMILY_KINDS[family]))
-        if route.operation not in SUPPLIED_IDS:
-            properties.pop("id", None)
-    if properties and route.operation != BULK:
-        # A null wrapper stands for none, like a null body.
+        required.append("items")
+    # Bulk reads ``items`` bare, and from ``details`` only when there is no bare one: the
+    # document gives the bare form.
+    wrapped = bool(properties) and route.operation != BULK
+    if wrapped:
+        # The members may also come wrapped in ``details``, whose members win; a null
+        # wrapper stands for none, like a null body.
         properties["details"] = {
             "type": ["object", "null"], "properties": dict(properties),
             "additionalProperties": True,
         }
-    # null stands for no key, as a null body stands for no body (decisions, HTTP).
-    properties["idempotency_key"] = {**key, "type": ["string", "null"]}
-    # One schema rather than a oneOf: an object with these members, null (no body), or where
-    # the route says so a bare JSON string. Unknown members are ignored (decisions), so said.
+    if route.operation != BULK:
+        # null stands for no key, as a null body stands for no body (decisions, HTTP).
+        properties["idempotency_key"] = {**key, "type": ["string", "null"]}
+    kinds = ["object"] if required else ["object", "null"]
+    if route.bare_body is not None:
+        kinds.append("string")
+    # One schema rather than a oneOf: an object with these members, null (no body) unless a
+    # member is required, or where the route says so a bare JSON string. Unknown members are
+    # ignored (decisions), so said.
     schema: dict[str, Any] = {
-        "type": ["object", "null"] if route.bare_body is None else ["object", "null", "string"],
-        "properties": properties,
-        "additionalProperties": True,
+        "type": kinds, "properties": properties, "additionalProperties": True,
     }
+    if required and not wrapped:
+        schema["required"] = required
+    elif required:
+        # Each required member is sent bare or inside ``details``.
+        schema["allOf"] = [
+            {"anyOf": [
+                {"required": [name]},
+                {"required": ["details"],
+                 "properties": {"details": {"type": "object", "required": [name]}}},
+            ]}
+            for name in required
+        ]
     if route.bare_body is not None:
         schema["description"] = f"an object, or a bare JSON string: the {route.bare_body}"
-    if route.operation == BULK:
-        schema["required"] = ["items"]
-    return {"required": False, "content": {"application/json": {"schema": schema}}}
+        bare = properties.get(route.bare_body, {})
+        schema["pattern"] = bare.get("pattern", NONBLANK_PATTERN)
+    return {"required": bool(required),
+            "content": {"application/json": {"schema": schema}}}
 
 
 def _parameters(route: Route, operation: Operation | None) -> list[dict[str, Any]]:
@@ -192,6 +356,9 @@ def _parameters(route: Route, operation: Operation | None) -> list[dict[str, Any
         {"name": name, "in": "query", "schema": schema}
         for name, schema in QUERY_PARAMETERS.get(route.operation_id, {}).items()
     ]
+    if route.operation == BULK:
+        # Bulk takes no key of its own: each item carries one.
+        return parameters
     key = {"type": "string", "minLength": KEY_MIN, "maxLength": KEY_MAX}
     parameters.append({"name": "idempotency_key", "in": "query", "schema": key})
     if operation is None or operation.write:
@@ -218,7 +385,9 @@ def _responses(success: dict[str, Any], description: str) -> dict[str, Any]:
     }
 
 
-def _operation_object(route: Route, operation: Operation | None) -> dict[str, Any]:
+def _operation_object(
+    route: Route, operation: Operation | None, operation_names: Collection[str]
+) -> dict[str, Any]:
     if operation is None:
         summary, description = "Run several operations, in order, each in its own transaction", ""
     else:
@@ -234,7 +403,7 @@ def _operation_object(route: Route, operation: Operation | None) -> dict[str, An
     }
     if description and description != summary:
         spec["description"] = description
-    body = _request_body(route, operation)
+    body = _request_body(route, operation_names)
     if body is not None:
         spec["requestBody"] = body
     if operation is not None and not operation.authenticated:
@@ -287,7 +456,9 @@ def build_document(routes: Iterable[Route], registry: Mapping[str, Operation]) -
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         operation = registry.get(route.operation)
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation_object(route, operation)
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation_object(
+            route, operation, registry
+        )
     paths.update(_own_paths())
     return {
         "openapi": "3.1.0",

@@ -11,23 +11,51 @@ fields") in a short notation; every schema of the OpenAPI document is generated 
 A trailing ``?`` makes the field nullable; a leading ``~`` makes it optional (it may be
 absent). Every other field is always present. A summary (a list row) is the same resource,
 of which only ``id`` and ``type`` are required.
+
+Request members (:func:`request_schema`) use the same notation and say what the server
+accepts: a leading ``!`` marks a required member, and strings are read stripped of surrounding
+white space:
+
+    line:N        a string of 1 to N characters once stripped (blank is refused)
+    text:N        a string of at most N characters once stripped (blank counts as none)
+    email         an email address          int:A..B   an integer from A to B
+    nonblank      a string, not all blank   num, num:A..  a number (from A)
+    ruleset       a risk profile's ruleset  list:item  an array of items
+    data_risk     a span type's data_risk   entries:K  a map (or list) of schema entries
+                                                       (K: span_type or payload)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from governance_core.fields import SAFE_INTEGER
+from governance_core.rules.emails import MAX_EMAIL_LENGTH
+from governance_core.rules.risk import (
+    ACTION_VALUES,
+    ACTIONS,
+    CATEGORY_VALUES,
+    CLASSIFICATIONS,
+    DATA_CATEGORIES,
+    MAX_RULESET_NUMBER,
+)
+
 __all__ = [
+    "EMAIL_PATTERN",
     "ERROR_CODES",
+    "NONBLANK_PATTERN",
     "PFID_PATTERN",
     "RESOURCE_FIELDS",
     "SERVER_MANAGED",
     "error_schema",
     "field_schema",
     "pagination_schema",
+    "data_risk_schema",
+    "request_schema",
+    "ruleset_schema",
+    "schema_entries_schema",
     "resource_schema",
     "sorting_schema",
-    "writable_fields",
 ]
 
 PFID_PATTERN = "^[0-7][0-9abcdefghjkmnpqrstvwxyz]{31}$"
@@ -111,6 +139,33 @@ RESOURCE_FIELDS: dict[str, dict[str, str]] = {
         "payload": "obj", "payload_sensitive_encoding": "bool", "raised_at": "ts",
         "cleared_at": "ts?", "version": "int", **_STAMPS,
     },
+    "monitor": {
+        "id": "id", "account_id": "id", "name": "str",
+        "metric": "enum:run_count,failed_runs,error_rate,cost_usd,tokens,p95_duration_seconds,"
+        "critical_alerts,high_risk_runs,quality_score_average",
+        "comparison": "enum:gt,ge,lt,le", "window_seconds": "int", "status": "enum:active,paused",
+        "level": "enum:unknown,ok,warning,critical", "agent_id": "id?", "environment_id": "id?",
+        "warning": "num?", "critical": "num?", "hysteresis": "num",
+        "evaluate_every_seconds": "int", "last_value": "num?", "last_evaluated_at": "ts?",
+        "next_evaluation_at": "ts?", "alert_instance_id": "id?", "description": "str?",
+        "version": "int", **_STAMPS,
+    },
+    "destination": {
+        "id": "id", "account_id": "id", "name": "str", "url": "str",
+        "status": "enum:active,disabled", "body_format": "enum:standard,slack",
+        "event_types": "list:str", "description": "str?", "version": "int", **_STAMPS,
+    },
+    "delivery": {
+        "id": "id", "account_id": "id", "destination_id": "id", "event_id": "id",
+        "event_type": "str", "status": "enum:pending,delivered,dead", "next_attempt_at": "ts",
+        "attempt_count": "int", "round_attempts": "int", "last_status_code": "int?",
+        "last_error": "str?", "last_attempt_at": "ts?", "delivered_at": "ts?",
+        "latency_ms": "num?", "attempts": "~list:obj", **_STAMPS,
+    },
+    "notification_event": {
+        "id": "id", "account_id": "id", "event_type": "str", "occurred_at": "ts",
+        "inserted_at": "ts", "data": "obj", "subject_id": "id?",
+    },
 }
 """Each resource ``type`` and its fields, in the notation of this module's docstring."""
 
@@ -120,6 +175,7 @@ SERVER_MANAGED = frozenset({
     "raised_alert_count", "cost_breakdown", "risk_score", "quality_summaries", "summary",
     "last_activity_span_at", "last_active_at", "last_used_at", "current_agent_deployment_refs",
     "switchable_account_summaries", "token", "invite_url",
+    "level", "last_value", "last_evaluated_at", "next_evaluation_at", "alert_instance_id",
 })
 """Fields a request body can never set (decisions, section 1)."""
 
@@ -181,15 +237,6 @@ def resource_schema(kind: str, *, summary: bool = False) -> dict[str, Any]:
     }
 
 
-def writable_fields(kind: str) -> dict[str, dict[str, Any]]:
-    """Return the members a create or update body of ``kind`` may carry, with schemas."""
-    return {
-        name: field_schema(notation)
-        for name, notation in RESOURCE_FIELDS[kind].items()
-        if name not in SERVER_MANAGED
-    }
-
-
 def error_schema(ref: str) -> dict[str, Any]:
     """Return the error envelope's schema; ``ref`` points at it (errors nest)."""
     return {
@@ -231,3 +278,178 @@ def sorting_schema() -> dict[str, Any]:
         },
         "required": ["direction", "field"],
     }
+
+
+def _space_class() -> str:
+    r"""The characters ``str.strip`` removes, as the inside of a regular expression class.
+
+    Spelled out rather than ``\s``, whose meaning varies between regular expression engines
+    (Python's holds ``\x1c`` to ``\x1f``, ECMA-262's does not).
+    """
+    spaces = [code for code in range(0x3001) if chr(code).isspace()]
+    ranges: list[tuple[int, int]] = []
+    for code in spaces:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1] = (ranges[-1][0], code)
+        else:
+            ranges.append((code, code))
+    return "".join(
+        f"\\u{low:04x}" if low == high else f"\\u{low:04x}-\\u{high:04x}" for low, high in ranges
+    )
+
+
+_SPACE = _space_class()
+_WS = f"[{_SPACE}]"
+_NOT_WS = f"[^{_SPACE}]"
+
+
+def _stripped(most: int, *, blank: bool) -> str:
+    """A pattern for strings of at most ``most`` characters once stripped.
+
+    At least one unless ``blank``: what the server reads of a string member.
+    """
+    middle = f"(?:[\\s\\S]{{0,{most - 2}}}{_NOT_WS})?" if most > 1 else ""
+    core = f"{_NOT_WS}{middle}"
+    return f"^{_WS}*(?:{core})?{_WS}*$" if blank else f"^{_WS}*{core}{_WS}*$"
+
+
+EMAIL_PATTERN = f"^{_WS}*[^@{_SPACE}]+@[^@{_SPACE}]+\\.[^@{_SPACE}]+{_WS}*$"
+"""An email address as the server reads it (surrounding white space is stripped)."""
+
+NONBLANK_PATTERN = _NOT_WS
+"""A string that is not all white space."""
+
+
+def ruleset_schema() -> dict[str, Any]:
+    """Return the schema of a risk profile's ruleset (``governance_core.rules.risk``).
+
+    One rule is beyond a schema: the thresholds must rise, ``medium < high < critical``.
+    """
+    weight = {"type": ["number", "null"], "minimum": 0, "maximum": int(MAX_RULESET_NUMBER)}
+    threshold = {"type": "number", "exclusiveMinimum": 0, "maximum": int(MAX_RULESET_NUMBER)}
+
+    def numbers(keys: tuple[str, ...]) -> dict[str, Any]:
+        return {
+            "type": "object", "properties": dict.fromkeys(keys, weight),
+            "additionalProperties": False,
+        }
+
+    return {
+        "type": "object",
+        "properties": {
+            "category_weights": numbers(DATA_CATEGORIES),
+            "action_multipliers": numbers(ACTIONS),
+            "thresholds": {
+                "type": "object",
+                "properties": dict.fromkeys(("medium", "high", "critical"), threshold),
+                "required": ["medium", "high", "critical"],
+                "additionalProperties": False,
+                "description": "medium < high < critical",
+            },
+        },
+        "required": ["category_weights", "action_multipliers", "thresholds"],
+        "additionalProperties": False,
+    }
+
+
+def data_risk_schema() -> dict[str, Any]:
+    """Return the schema of a span type's ``data_risk`` declaration (null declares nothing)."""
+
+    def flags(keys: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+        return {
+            "type": ["object", "null"],
+            "properties": {key: {"enum": [*values, None]} for key, values in keys.items()},
+            "additionalProperties": False,
+        }
+
+    categories = {
+        **dict.fromkeys(DATA_CATEGORIES, CATEGORY_VALUES), "classification": CLASSIFICATIONS,
+    }
+    return {
+        "type": ["object", "null"],
+        "properties": {
+            "action_profile": flags(dict.fromkeys(ACTIONS, ACTION_VALUES)),
+            "params_data_categories": flags(categories),
+            "result_data_categories": flags(categories),
+        },
+        "additionalProperties": False,
+    }
+
+
+_ENTRY_NAME = {"type": "string", "pattern": NONBLANK_PATTERN, "maxLength": 200}
+_ENTRY_TEXT = {"type": ["string", "null"], "maxLength": 10_000}
+
+
+def schema_entries_schema(kind: str) -> dict[str, Any]:
+    """Return the schema of a schema version's map of entries (``span_type`` or ``payload``).
+
+    The map's keys are the names; the same entries may come as a list, each with its
+    ``name`` (the names unique, which a schema cannot state). Schemas and templates that do
+    not compile are stored and reported, not refused.
+    """
+    schemas = ("params_schema", "result_schema") if kind == "span_type" else ("schema",)
+    properties: dict[str, Any] = {
+        "title": _ENTRY_TEXT, "description": _ENTRY_TEXT, "template": _ENTRY_TEXT,
+        "data_risk": data_risk_schema(), **{key: {} for key in schemas},
+    }
+    entry = {"type": "object", "properties": properties}
+    named = {
+        "type": "object", "properties": {**properties, "name": _ENTRY_NAME}, "required": ["name"],
+    }
+    return {
+        "type": ["object", "array", "null"],
+        "propertyNames": _ENTRY_NAME,
+        "additionalProperties": entry,
+        "items": named,
+    }
+
+
+def request_schema(notation: str) -> dict[str, Any]:
+    """Return the JSON Schema of a request member's notation (see the module docstring)."""
+    nullable = notation.endswith("?")
+    kind = notation.removeprefix("!").removesuffix("?")
+    schema: dict[str, Any]
+    if kind.startswith(("line:", "text:")):
+        most = int(kind.partition(":")[2])
+        schema = {"type": "string", "pattern": _stripped(most, blank=kind.startswith("text:"))}
+    elif kind == "email":
+        schema = {"type": "string", "pattern": EMAIL_PATTERN, "maxLength": MAX_EMAIL_LENGTH}
+    elif kind.startswith("int"):
+        low, _, high = kind.partition(":")[2].partition("..")
+        schema = {
+            "type": "integer",
+            "minimum": int(low) if low else -SAFE_INTEGER,
+            "maximum": int(high) if high else SAFE_INTEGER,
+        }
+    elif kind == "ruleset":
+        schema = ruleset_schema()
+    elif kind == "data_risk":
+        schema = data_risk_schema()
+    elif kind.startswith("entries:"):
+        schema = schema_entries_schema(kind.removeprefix("entries:"))
+    elif kind == "nonblank":
+        schema = {"type": "string", "pattern": NONBLANK_PATTERN}
+    elif kind.startswith("num"):
+        schema = {"type": "number"}
+        low = kind.partition(":")[2].partition("..")[0]
+        if low:
+            schema["minimum"] = float(low)
+    elif kind.startswith("list:"):
+        schema = {"type": "array", "items": request_schema(kind.removeprefix("list:"))}
+    else:
+        schema = field_schema(kind)
+    if nullable:
+        schema = _or_null(schema)
+    return schema
+
+
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        widened = {**schema, "type": [kind, "null"]}
+        if "enum" in schema:
+            widened["enum"] = [*schema["enum"], None]
+        return widened
+    if isinstance(kind, list):
+        return schema if "null" in kind else {**schema, "type": [*kind, "null"]}
+    return {"anyOf": [schema, {"type": "null"}]}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jsonschema
 from openapi_spec_validator import validate
 
@@ -11,6 +13,7 @@ from governance_http.schemas import RESOURCE_FIELDS
 from tests.http.support import Api, component, success_schema
 
 REGISTRY = default_registry()
+KEY = "bulk-item-0001"
 
 
 def test_the_document_is_valid_openapi_3_1(anonymous: Api) -> None:
@@ -48,3 +51,43 @@ def test_answers_match_the_documented_envelopes(api: Api) -> None:
     jsonschema.validate(listed, success_schema(document, by_operation["teams/list"]))
     error = api.get("/team/nope").json
     jsonschema.validate(error, component(document, "Error"))
+
+
+def _body_schema(document: dict[str, Any], path: str, method: str = "post") -> dict[str, Any]:
+    operation = document["paths"][path][method]
+    schema: dict[str, Any] = operation["requestBody"]["content"]["application/json"]["schema"]
+    return schema
+
+
+def _accepts(schema: dict[str, Any], body: object) -> bool:
+    return jsonschema.Draft202012Validator(schema).is_valid(body)
+
+
+def test_required_members_are_marked_bare_or_wrapped(anonymous: Api) -> None:
+    schema = _body_schema(anonymous.get("/openapi.json").json, "/api/v1/team")
+    assert _accepts(schema, {"name": "Docs"})
+    assert _accepts(schema, {"details": {"name": "Docs"}})
+    assert not _accepts(schema, {})
+    assert not _accepts(schema, None)
+    assert not _accepts(schema, {"details": {}})
+
+
+def test_strings_are_described_as_the_server_reads_them_stripped(api: Api) -> None:
+    schema = _body_schema(api.get("/openapi.json").json, "/api/v1/team")
+    cases = ["Docs", "  Docs\t", "", " \x1e\u3000 ", "a" * 200, " " + "a" * 200 + " ", "a" * 201]
+    for name in cases:
+        accepted = api.post("/team", json={"name": name}).status_code == 200
+        assert _accepts(schema, {"name": name}) == accepted, repr(name)
+
+
+def test_choices_ranges_and_references_are_documented(anonymous: Api) -> None:
+    document = anonymous.get("/openapi.json").json
+    environment = _body_schema(document, "/api/v1/environment")
+    assert not _accepts(environment, {"name": "Staging", "purpose": "unheard-of"})
+    assert _accepts(environment, {"name": "Staging", "purpose": "testing"})
+    span = _body_schema(document, "/api/v1/agent_spans")
+    assert not _accepts(span, {"agent_instance_id": "not-an-id", "schema_name": "llm",
+                               "status": "active"})
+    bulk = _body_schema(document, "/api/v1/bulk")
+    assert not _accepts(bulk, {"items": [{"_type": "no/such", "idempotency_key": KEY}]})
+    assert _accepts(bulk, {"items": [{"_type": "teams/list", "idempotency_key": KEY}]})
