@@ -26,6 +26,7 @@ from governance_http.cli.stores import (
     open_store,
     pages,
 )
+from governance_http.money import format_money
 from governance_http.settings import (
     BASE_URL_VARIABLE,
     ENCRYPTION_KEY_VARIABLE,
@@ -265,11 +266,12 @@ def _print_run(agent: dict[str, Any], run: dict[str, Any]) -> None:
     for row in risk["per_type"]:
         print(f"{'':10} {row['schema_name']}: {row['count']} x {row['type_score']} "
               f"= {row['total_contribution']} ({row['risk_level']})")
-    print(f"{'cost:':10} ${cost['total_cost']} total; tokens {cost['input']} in, "
+    print(f"{'cost:':10} {format_money(cost['total_cost'])} total; tokens {cost['input']} in, "
           f"{cost['output']} out, {cost['cache_read']} cache read")
     for group in cost["groups"]:
         print(f"{'':10} {group['model_name']} ({group['provider']}): {group['input']} in, "
-              f"{group['output']} out, {group['cache_read']} cache read, ${group['total_cost']}")
+              f"{group['output']} out, {group['cache_read']} cache read, "
+              f"{format_money(group['total_cost'])}")
 
 
 def demo(args: argparse.Namespace) -> int:
