@@ -47,7 +47,11 @@ def tests_postgres(session: nox.Session) -> None:
     """
     session.install("-e", ".[test,encryption,postgres]")
     session.run(
-        "pytest", "-n", "2", "tests/core", "tests/storage", *session.posargs,
+        "pytest", "-n", "2", "tests/core", "tests/storage",
+        # The notifications' store-level tests (outbox, delivery, monitors, secrets, lease).
+        *(f"tests/notifications/test_{name}.py"
+          for name in ("outbox", "delivery", "monitors", "secrets", "addresses")),
+        *session.posargs,
         env={"GOVERNANCE_TEST_STORE": "postgres"},
     )
 
