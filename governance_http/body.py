@@ -17,14 +17,13 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from collections.abc import Iterator
-from itertools import accumulate
 from typing import Any, Final
 
 import attrs
 import falcon
 
 from governance_core.errors import BadRequest, FieldErrors
+from governance_core.jsontext import MAX_JSON_DEPTH, json_path, lone_surrogates, nesting_exceeds
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -41,17 +40,11 @@ __all__ = [
 ]
 
 MAX_BODY_BYTES: Final = 10 * 1024 * 1024
-MAX_JSON_DEPTH: Final = 64
 
 NO_BODY: Final = object()
 """What :func:`read_body` answers for an absent or empty body (``null`` counts as absent)."""
 
-PathPart = str | int
-
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_LEVEL = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-_NOT_BRACKET = bytes(byte for byte in range(256) if byte not in b"[]{}")
 
 
 @attrs.frozen
@@ -95,50 +88,6 @@ def gunzip(raw: bytes, limit: int) -> bytes:
         rest = inflater.unused_data
         if not rest:
             return b"".join(inflated)
-
-
-def nesting_exceeds(raw: bytes, max_depth: int) -> bool:
-    """Tell whether the JSON text ``raw`` nests arrays and objects more than ``max_depth`` deep.
-
-    Every step is a C-speed bytes operation, so a 10 MiB body is measured in well under a
-    second whatever its shape: escaped backslashes and quotes are dropped, the text between
-    quotes (string contents) is cut out, the brackets left become +1/-1 and the deepest
-    running sum is the depth. Malformed text may measure wrong; the decoder then refuses it.
-    """
-    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    outside_strings = b"".join(unescaped.split(b'"')[::2])
-    steps = memoryview(outside_strings.translate(_LEVEL, _NOT_BRACKET)).cast("b")
-    return max(accumulate(steps), default=0) > max_depth
-
-
-def lone_surrogates(value: Any, path: tuple[PathPart, ...] = ()) -> Iterator[tuple[PathPart, ...]]:
-    """Yield the path of every string or member name in ``value`` holding a lone surrogate.
-
-    A surrogate left after decoding is always lone: the decoder joins escaped pairs.
-    A member name that holds one is named with its surrogates escaped.
-    """
-    if isinstance(value, str):
-        if _SURROGATE.search(value):
-            yield path
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if _SURROGATE.search(key):
-                yield (*path, _escaped(key))
-            else:
-                yield from lone_surrogates(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from lone_surrogates(item, (*path, index))
-
-
-def json_path(path: tuple[PathPart, ...]) -> str:
-    """Write a member path as ``a.b[0].c`` (the body itself is ``body``)."""
-    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
-    return text.lstrip(".") or "body"
-
-
-def _escaped(text: str) -> str:
-    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def _check_text(raw: bytes, value: Any) -> None:

@@ -2,8 +2,10 @@
 
 The mapping (:mod:`governance_core.otel.mapping`) is pure and needs no OpenTelemetry
 package; :func:`ingest` records decoded spans through the core's operations. The in-process
-exporter, :class:`governance_core.otel.exporter.GovernanceSpanExporter`, needs the ``otel``
-extra (``opentelemetry-sdk``) and is imported from its module.
+exporter, :class:`governance_core.otel.exporter.GovernanceSpanExporter`, and the OTLP codec
+that turns export bytes into spans and answers into bytes
+(:mod:`governance_core.otel.otlp_codec`) need the ``otel`` extra and are imported from their
+modules, so that this package imports without it.
 """
 
 from governance_core.otel.idle import (

@@ -39,11 +39,12 @@ from governance_core.otel.ingest import (
     ingest,
 )
 from governance_core.otel.model import Span
+from governance_core.otel.otlp_codec import decode_protobuf
 from governance_core.service import Bootstrap, Governance
 from governance_core.storage import MemoryStore
 from governance_core.storage.sqlite import SQLiteStore
 from governance_http.body import BodyLimits
-from governance_http.otlp import add_otlp_routes, decode_protobuf
+from governance_http.otlp import add_otlp_routes
 from tests.otel.traces import comparable_run, memory_batches, record_agent_trace, runs, tree
 
 START = 1_790_000_000_000_000_000
@@ -138,7 +139,7 @@ class CountingStore(MemoryStore):
             # New activity spans only: evaluations are spans too, and runs rewrite spans.
             self.writing += sum(
                 record_id not in self._tables[table] and json.loads(text)["purpose"] == "activity"
-                for record_id, text in prepared
+                for record_id, text, *_ in prepared
             )
         super().write_prepared(table, prepared)
 

@@ -22,10 +22,10 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 from governance_core.clock import FixedClock
 from governance_core.errors import TemporarilyUnavailable
 from governance_core.ids import SeededIds
+from governance_core.otel.otlp_codec import decode_json
 from governance_core.service import Bootstrap, Governance
 from governance_core.storage import MemoryStore
 from governance_http import create_app
-from governance_http.otlp import decode_json
 
 TRACE = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
 START = 1_790_000_000_000_000_000
