@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import re
 import secrets
 import threading
 from collections.abc import Callable
@@ -9,14 +11,24 @@ from datetime import datetime
 
 import pfid
 
-__all__ = ["IdFactory", "SeededIds", "encode_pfid", "extract_partition", "is_pfid"]
+__all__ = [
+    "IdFactory",
+    "SeededIds",
+    "encode_pfid",
+    "encode_random_part",
+    "extract_partition",
+    "is_pfid",
+    "time_and_partition_text",
+]
 
 MAX_PARTITION = 2**30 - 1
 _RANDOM_LIMIT = 2**80
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
-# Two characters a lookup: 32 characters of 5 bits are 16 lookups of 10 bits.
+# Two characters a lookup: 16 characters of 5 bits are 8 lookups of 10 bits, written out
+# in one f-string below (a loop and a join cost twice as much).
 _PAIRS = [first + second for first in _CROCKFORD for second in _CROCKFORD]
-_SHIFTS = range(150, -1, -10)
+# The text pfid.encode writes, lower case: what the id factory makes and the store keeps.
+_CANONICAL = re.compile(r"[0-7][0-9abcdefghjkmnpqrstvwxyz]{31}")
 
 
 def is_pfid(value: object) -> bool:
@@ -33,10 +45,39 @@ def encode_pfid(millis: int, partition: int, random_part: int) -> str:
     """The PFID of a 48-bit millisecond time, a 30-bit partition and an 80-bit random part.
 
     The same text as ``pfid.encode`` of the 20-byte binary form (10 characters of time,
-    6 of partition, 16 of randomness, Crockford base32), made with table lookups.
+    6 of partition, 16 of randomness, Crockford base32), made with table lookups of two
+    characters.
     """
-    value = (millis << 110) | (partition << 80) | random_part
-    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
+    return _sixteen((millis << 30) | partition) + _sixteen(random_part)
+
+
+def encode_random_part(random_part: int) -> str:
+    """The last 16 characters of a PFID whose 80-bit random part is ``random_part``."""
+    return _sixteen(random_part)
+
+
+@functools.lru_cache(maxsize=256)
+def time_and_partition_text(value: str) -> str:
+    """The first 16 characters of PFID ``value`` (time and partition) as ``pfid.encode`` writes.
+
+    ``value`` in the id factory's form is its own prefix; any other form ``pfid.decode``
+    reads (upper case) is written again, and what it refuses raises its ``PfidError``.
+    """
+    if _CANONICAL.fullmatch(value):
+        return value[:16]
+    head: bytes = pfid.decode(value)[:10]
+    return str(pfid.encode(pfid.BinaryPfid(head + bytes(10))))[:16]
+
+
+def _sixteen(value: int) -> str:
+    """16 Crockford base32 characters of the low 80 bits of ``value``, most significant first."""
+    pairs = _PAIRS
+    return (
+        f"{pairs[(value >> 70) & 1023]}{pairs[(value >> 60) & 1023]}"
+        f"{pairs[(value >> 50) & 1023]}{pairs[(value >> 40) & 1023]}"
+        f"{pairs[(value >> 30) & 1023]}{pairs[(value >> 20) & 1023]}"
+        f"{pairs[(value >> 10) & 1023]}{pairs[value & 1023]}"
+    )
 
 
 class IdFactory:

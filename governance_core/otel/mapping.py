@@ -8,7 +8,6 @@ Nothing here reads or writes a store: each function turns decoded spans
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import re
 from collections.abc import Container, Iterable, Mapping
@@ -16,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import attrs
-import pfid
 
 from governance_core.clock import format_timestamp
+from governance_core.ids import encode_random_part, time_and_partition_text
 from governance_core.otel.model import Event, Rejection, Span
 
 __all__ = [
@@ -413,16 +412,14 @@ def derived_span_id(run_id: str, trace_id: str, span_id: str) -> str:
 
     A well-formed PFID with the run's time and partition and 80 bits of a hash of the three,
     so that a re-sent span and a child naming its parent before the parent arrives compute
-    the same id.
+    the same id. The text is ``pfid.encode`` of the run's first 10 binary bytes and the
+    digest's first 10 (stored ids depend on it), written with table lookups rather than
+    ``pfid``'s loop over bits.
     """
     digest = hashlib.sha256(f"{run_id}/{trace_id}/{span_id}".encode()).digest()
-    return str(pfid.encode(pfid.BinaryPfid(_time_and_partition(run_id) + digest[:10])))
-
-
-@functools.lru_cache(maxsize=256)
-def _time_and_partition(run_id: str) -> bytes:
-    head: bytes = pfid.decode(run_id)[:10]
-    return head
+    return time_and_partition_text(run_id) + encode_random_part(
+        int.from_bytes(digest[:10], "big")
+    )
 
 
 def _lower_text(attributes: Mapping[str, Any], name: str) -> str | None:

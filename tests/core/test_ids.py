@@ -10,8 +10,10 @@ from governance_core.ids import (
     IdFactory,
     SeededIds,
     encode_pfid,
+    encode_random_part,
     extract_partition,
     is_pfid,
+    time_and_partition_text,
 )
 
 PFID = re.compile(r"^[0-7][0-9abcdefghjkmnpqrstvwxyz]{31}$")
@@ -57,3 +59,18 @@ def test_encode_pfid_writes_what_the_pfid_package_writes(
 ) -> None:
     raw = millis.to_bytes(6, "big") + partition.to_bytes(4, "big") + random_part.to_bytes(10, "big")
     assert encode_pfid(millis, partition, random_part) == pfid.encode(pfid.BinaryPfid(raw))
+
+
+@settings(max_examples=200)
+@given(
+    st.integers(0, 2**48 - 1), st.integers(0, 2**30 - 1), st.integers(0, 2**80 - 1),
+    st.booleans(),
+)
+def test_the_two_halves_of_a_pfid_are_what_the_pfid_package_writes(
+    millis: int, partition: int, random_part: int, upper: bool
+) -> None:
+    raw = millis.to_bytes(6, "big") + partition.to_bytes(4, "big") + random_part.to_bytes(10, "big")
+    written = str(pfid.encode(pfid.BinaryPfid(raw)))
+    assert encode_random_part(random_part) == written[16:]
+    head = str(pfid.encode(pfid.BinaryPfid(pfid.decode(written)[:10] + bytes(10))))[:16]
+    assert time_and_partition_text(written.upper() if upper else written) == head

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+
+import pfid
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from governance_core.ids import IdFactory, extract_partition, is_pfid
@@ -126,6 +130,65 @@ def test_derived_ids_are_pfids_of_the_run_partition_and_repeat(span_id: str) -> 
     assert derived[:10] == run_id[:10]
     assert derived == derived_span_id(run_id, TRACE, span_id)
     assert derived != derived_span_id(run_id, "1" * 32, span_id)
+
+
+def pfid_derived_span_id(run_id: str, trace_id: str, span_id: str) -> str:
+    """The derived id as first written, with the ``pfid`` package's decoder and encoder."""
+    digest = hashlib.sha256(f"{run_id}/{trace_id}/{span_id}".encode()).digest()
+    return str(pfid.encode(pfid.BinaryPfid(pfid.decode(run_id)[:10] + digest[:10])))
+
+
+RUN_IDS = st.builds(
+    lambda millis, partition, random_part: str(pfid.encode(pfid.BinaryPfid(
+        millis.to_bytes(6, "big") + partition.to_bytes(4, "big")
+        + random_part.to_bytes(10, "big")
+    ))),
+    st.integers(0, 2**48 - 1), st.integers(0, 2**30 - 1), st.integers(0, 2**80 - 1),
+)
+
+
+@settings(max_examples=300)
+@given(
+    run_id=RUN_IDS | RUN_IDS.map(str.upper),
+    trace_id=st.text(alphabet="0123456789abcdef", max_size=32) | st.text(),
+    span_id=st.text(alphabet="0123456789abcdef", max_size=16) | st.text(),
+)
+def test_derived_ids_are_those_the_pfid_package_writes(
+    run_id: str, trace_id: str, span_id: str
+) -> None:
+    try:
+        expected = pfid_derived_span_id(run_id, trace_id, span_id)
+    except UnicodeEncodeError:
+        with pytest.raises(UnicodeEncodeError):
+            derived_span_id(run_id, trace_id, span_id)
+    else:
+        assert derived_span_id(run_id, trace_id, span_id) == expected
+
+
+# Well-formed ids with one character changed (to a letter Crockford's base32 leaves out, say),
+# with the Kelvin sign for k (which lower-cases to k), and any text.
+@given(
+    st.builds(lambda run_id, at, character: run_id[:at] + character + run_id[at + 1:],
+              RUN_IDS, st.integers(0, 31), st.characters())
+    | RUN_IDS.map(lambda run_id: run_id.replace("k", "\u212a"))
+    | st.text(max_size=40)
+)
+def test_a_run_id_pfid_refuses_is_refused_alike(run_id: str) -> None:
+    try:
+        expected = pfid_derived_span_id(run_id, TRACE, "00f067aa0ba902b7")
+    except pfid.PfidError as error:
+        with pytest.raises(pfid.PfidError, match=re.escape(str(error))):
+            derived_span_id(run_id, TRACE, "00f067aa0ba902b7")
+    else:
+        assert derived_span_id(run_id, TRACE, "00f067aa0ba902b7") == expected
+
+
+def test_a_derived_id_stored_before_is_derived_again() -> None:
+    # Spans stored by earlier versions are found again by this id: it must never change.
+    run_id = "01kmfm5pp0003rk6q5q9e5bt4k0a0x6n"
+    assert derived_span_id(run_id, TRACE, "00f067aa0ba902b7") == (
+        pfid_derived_span_id(run_id, TRACE, "00f067aa0ba902b7")
+    ) == "01kmfm5pp0003rk6c5kvc08kzdja6bta"
 
 
 def test_grouping_by_agent_and_trace_puts_parents_first_and_drops_repeats() -> None:
