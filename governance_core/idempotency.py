@@ -4,33 +4,91 @@ Scope is (account, operation, key). Only successes are stored, inside the same t
 the write, so a key is stored if and only if its write is. A secret a response shows once (a
 new token) is not stored with it: its replay answers the form without the secret (decisions 4:
 only hashes of secrets are stored).
+
+A record keeps what a replay needs: the request's digest and the response, whole, so that a
+replay answers the very body the first call did, whatever changed since (a span finished, its
+run ended). The response is kept compactly: its JSON, deflated with a fixed dictionary of the
+members responses share, in Base64 (:func:`pack_response`); a span create's response takes
+about a third of its plain JSON. Records older than the window (:data:`KEEP_FOR`; decisions
+5: at least 24 hours) are deleted by :func:`purge_expired_keys`, a bounded batch at a time.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import zlib
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 import rapidjson
 
+from governance_core import jsontext
 from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.credentials import ShownOnce, withhold_secrets
 from governance_core.errors import FieldErrors, IdempotencyKeyAlreadyUsed
 from governance_core.fields import flatten_params
-from governance_core.storage.protocol import ReadAhead
+from governance_core.storage.protocol import Filter, ReadAhead, SortKey, Store
 
 __all__ = [
+    "KEEP_FOR",
     "KEY_MAX",
     "KEY_MIN",
+    "PURGE_BATCH",
     "IdempotentRequest",
     "fingerprint",
+    "pack_response",
+    "purge_expired_keys",
     "read_ahead",
     "record_id",
     "resolve_key",
+    "unpack_response",
 ]
+
+TABLE = "idempotency_keys"
+KEEP_FOR = timedelta(hours=24)
+"""How long a key is kept at least (decisions 5): :func:`purge_expired_keys` keeps it this long."""
+PURGE_BATCH = 500
+"""How many records one transaction of :func:`purge_expired_keys` deletes at most."""
+
+# The members and values responses share, most of all a span create's: deflate finds them
+# here, so even their first occurrence in a response costs a few bits. Never change these
+# bytes: records written with them are read with them. Another dictionary takes another
+# member name (``z2``) beside this one.
+_DICTIONARY_1 = (
+    b'[{"status":"success","type":"agent_instance","details":{"agent_instance_id":null,"ag'
+    b'ent_id":null,"agent_version_id":null,"agent_deployment_id":null,"environment_id":nul'
+    b'l,"external_identifier":null,"status":"running","purpose":"activity","risk_level":nu'
+    b'll,"total_cost":null,"last_activity_span_at":null,"control":{"action":"continue"}}},'
+    b'{"otel.span":{"name":"","kind":"internal","trace_id":"","span_id":"","parent_span_id'
+    b'":null,"scope":{"name":"","version":""},"agent":null},"otel.status":{"code":"unset",'
+    b'"message":null},"gen_ai.operation.name":"chat","gen_ai.request.model":"","gen_ai.pro'
+    b'vider.name":"","gen_ai.usage.input_tokens":0,"gen_ai.usage.output_tokens":0,"gen_ai.'
+    b'input.messages":"","gen_ai.output.messages":"","gen_ai.tool.name":"","gen_ai.tool.ca'
+    b'll.arguments":"","$sensitive":"string","labels":["opentelemetry"]},{"data_risk":{"ac'
+    b'tion_profile":{"create_data":"unknown","read_data":"allowed","update_data":"unknown"'
+    b',"destroy_data":"unknown","financial_transactions":"unknown","external_communication'
+    b'":"unknown"},"params_data_categories":{"personal_identifiers":"unknown","contact_inf'
+    b'ormation":"unknown","financial_information":"unknown","health_and_medical":"unknown"'
+    b',"criminal_justice":"unknown","authentication_and_secrets":"unknown","organisational'
+    b'_confidential":"unknown","minors_data":"unknown","location_and_tracking":"unknown","'
+    b'behavioural_and_inferred":"unknown","gdpr_racial_or_ethnic_origin":"unknown","gdpr_p'
+    b'olitical_opinions":"unknown","gdpr_religious_or_philosophical_beliefs":"unknown","gd'
+    b'pr_trade_union_membership":"unknown","gdpr_genetic_data":"unknown","gdpr_biometric_f'
+    b'or_identification":"unknown","gdpr_sex_life_or_sexual_orientation":"unknown","classi'
+    b'fication":"unknown"},"result_data_categories":{}}},{"status":"success","details":{"i'
+    b'd":"","account_id":"","agent_id":"","agent_instance_id":"","schema_name":"gen_ai:cha'
+    b't","schema_title":"Chat completion","status":"complete","purpose":"activity","starte'
+    b'd_at":"","inserted_at":"","updated_at":"","payload":{},"result_payload":{},"parent_s'
+    b'pan_id":null,"finished_at":"","sensitive_encoding":false,"summary":"","size_bytes":0'
+    b',"schema_known":true,"payload_validation":{"status":"valid","message":null},"result_'
+    b'payload_validation":{"status":"valid","message":null},"data_risk":null,"type":"agent'
+    b'_span"}}]'
+)
+_PACKED = "z1"
 
 KEY_MIN, KEY_MAX = 8, 128
 FIELD = "idempotency_key"
@@ -120,7 +178,7 @@ def read_ahead(ctx: Context, keys: Iterable[tuple[str, str]]) -> None:
     """
     if isinstance(ctx.store, ReadAhead):
         ids = [record_id(ctx.account_id, operation, key) for operation, key in keys]
-        ctx.store.read_ahead("idempotency_keys", ids)
+        ctx.store.read_ahead(TABLE, ids)
 
 
 class IdempotentRequest:
@@ -139,7 +197,7 @@ class IdempotentRequest:
 
     def replay(self, ctx: Context) -> dict[str, Any] | None:
         """The stored response for this key, None when unused; a different request is refused."""
-        stored = ctx.store.get("idempotency_keys", self.record_id)
+        stored = ctx.store.get(TABLE, self.record_id)
         if stored is None:
             return None
         digest = stored["fingerprint"]
@@ -152,22 +210,69 @@ class IdempotentRequest:
                 f"idempotency key {self.key!r} was already used with a different"
                 f" {self.operation} request"
             )
-        response: dict[str, Any] = stored["response"]
-        return response
+        return unpack_response(stored)
 
     def remember(self, ctx: Context, response: dict[str, Any]) -> None:
         """Store a successful response under the key, without the secrets it shows once."""
-        ctx.store.put(
-            "idempotency_keys",
-            {
-                "id": self.record_id,
-                "account_id": ctx.account_id,
-                "operation": self.operation,
-                "fingerprint": self.digest,
-                "response": _without_secrets(response),
-                "inserted_at": format_timestamp(ctx.now),
-            },
-        )
+        ctx.store.put(TABLE, {
+            "id": self.record_id,
+            "account_id": ctx.account_id,
+            "operation": self.operation,
+            "fingerprint": self.digest,
+            **pack_response(_without_secrets(response)),
+            "inserted_at": format_timestamp(ctx.now),
+        })
+
+
+def pack_response(response: dict[str, Any]) -> dict[str, Any]:
+    """The members a record keeps ``response`` in: packed (``z1``) or, when no smaller, as is.
+
+    Packed is the compact JSON text deflated with a fixed dictionary, in Base64 (which JSON
+    holds without escapes); :func:`unpack_response` answers the same value.
+    """
+    text = jsontext.dumps(response).encode()
+    packer = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS, zdict=_DICTIONARY_1)
+    packed = base64.b64encode(packer.compress(text) + packer.flush())
+    if len(packed) >= len(text):
+        return {"response": response}
+    return {_PACKED: packed.decode("ascii")}
+
+
+def unpack_response(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The response a record keeps (see :func:`pack_response`; older records keep it as is)."""
+    packed = stored.get(_PACKED)
+    if packed is None:
+        response: dict[str, Any] = stored["response"]
+        return response
+    unpacker = zlib.decompressobj(-zlib.MAX_WBITS, zdict=_DICTIONARY_1)
+    text = unpacker.decompress(base64.b64decode(packed, validate=True)) + unpacker.flush()
+    unpacked: dict[str, Any] = jsontext.loads(text)
+    return unpacked
+
+
+def purge_expired_keys(
+    store: Store, now: datetime, keep_for: timedelta = KEEP_FOR, *, batch: int = PURGE_BATCH
+) -> int:
+    """Delete the records stored before ``now - keep_for``; how many were deleted.
+
+    Each transaction deletes at most ``batch`` records (the oldest first), so other writers
+    wait for one short transaction at a time; it goes on until none is left. A server calls it
+    periodically (``governance serve`` does), an embedder may too. ``keep_for`` under 24 hours
+    is ``ValueError`` naming it (decisions 5: keys are kept at least 24 hours).
+    """
+    if keep_for < KEEP_FOR:
+        raise ValueError(f"keep_for must be at least {KEEP_FOR}, not {keep_for}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, not {batch!r}")
+    cutoff = [Filter("inserted_at", "lt", format_timestamp(now - keep_for))]
+    deleted = 0
+    while True:
+        with store.transaction():
+            expired = store.query(TABLE, cutoff, sort=[SortKey("inserted_at")], limit=batch)
+            for record in expired:
+                deleted += store.delete(TABLE, record["id"])
+        if len(expired) < batch:
+            return deleted
 
 
 def _without_secrets(response: dict[str, Any]) -> dict[str, Any]:

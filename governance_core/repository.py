@@ -1,8 +1,9 @@
 """Typed access to stored records: table names and the record mapping in one place.
 
 ``Repository(store).instances.get(id)`` answers an :class:`AgentInstance` (or None);
-``put(model)`` stores one and answers its record. Each resource kind (its ``type``) names
-its table here only (:data:`KIND_TABLES`). Handlers take :class:`Filter` and :class:`Record`
+``put(model)`` stores one and answers its record. Each resource kind (its ``type``) and its
+table are declared in the schema only, and named here (:data:`KIND_TABLES`); :data:`IDS` is
+the table of every resource's id and kind. Handlers take :class:`Filter` and :class:`Record`
 from here, so no handler imports the storage package.
 """
 
@@ -18,8 +19,10 @@ from governance_core.models.agents import (
     AgentSpan,
 )
 from governance_core.storage.protocol import Filter, Record, SortKey, Store
+from governance_core.storage.schema import IDS, kinded_tables
 
 __all__ = [
+    "IDS",
     "KIND_TABLES",
     "Filter",
     "ModelTable",
@@ -32,23 +35,9 @@ __all__ = [
 M = TypeVar("M")
 
 KIND_TABLES: dict[str, str] = {
-    "account": "accounts",
-    "admin_user": "admin_users",
-    "admin_user_invite": "admin_user_invites",
-    "api_token": "api_tokens",
-    "person": "people",
-    "team": "teams",
-    "environment": "environments",
-    "risk_profile": "risk_profiles",
-    "agent": "agents",
-    "agent_version": "agent_versions",
-    "agent_schema_version": "agent_schema_versions",
-    "agent_deployment": "agent_deployments",
-    "agent_instance": "agent_instances",
-    "agent_span": "agent_spans",
-    "alert": "alerts",
+    table.kind: table.name for table in kinded_tables() if table.kind is not None
 }
-"""Each resource kind (its ``type``) and the table that holds it."""
+"""Each resource kind (its ``type``) and the table that holds it (declared in the schema)."""
 
 
 def tenant_filter(account_id: str) -> Filter:

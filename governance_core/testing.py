@@ -163,6 +163,52 @@ class StoreContract:
         self.store.delete("people", "x")
         _equal(self.store.get("teams", "x"), {"id": "x", "name": "team"}, "the other table")
 
+    def test_ids_hold_each_inserted_resource(self) -> None:
+        """Inserting into a resource table records ``{id, kind, account_id}`` in ``ids``.
+
+        A rewrite leaves it as it was, a delete takes it away, and a transaction or savepoint
+        that fails takes it back with the record. Tables that hold no resource record nothing.
+        """
+        store = self.store
+        store.put("teams", {"id": "t1", "account_id": "acc", "name": "one"})
+        held = {"id": "t1", "kind": "team", "account_id": "acc"}
+        _equal(store.get("ids", "t1"), held, "the id of an inserted team")
+        store.put("teams", {"id": "t1", "account_id": "acc", "name": "renamed"})
+        _equal(store.get("ids", "t1"), held, "the id after a rewrite")
+        store.put("accounts", {"id": "a1"})
+        _equal(store.get("ids", "a1"), {"id": "a1", "kind": "account", "account_id": None},
+               "the id of a resource without an account")
+        odd = {"id": "t\x00\x01", "kind": "team", "account_id": "a\x01\x00"}
+        store.put("teams", {"id": odd["id"], "account_id": odd["account_id"], "name": "\x00"})
+        _equal(store.get("ids", odd["id"]), odd, "the id of a team with unusual text")
+        _equal(store.query("ids", [Filter("kind", "eq", "team")]),
+               [odd, held], "the ids of teams, as a query answers them")
+        store.put("team_memberships", {"id": "m1", "account_id": "acc"})
+        _equal(store.get("ids", "m1"), None, "the id of a record that is no resource")
+        _equal(store.delete("teams", "t1"), True, "delete of the team")
+        _equal(store.get("ids", "t1"), None, "the id after its resource was deleted")
+
+        def failing_insert() -> None:
+            with store.transaction():
+                store.put("teams", {"id": "t2", "account_id": "acc"})
+                _equal(store.get("ids", "t2"), {"id": "t2", "kind": "team", "account_id": "acc"},
+                       "the id inside the transaction that inserted it")
+                raise _Boom
+
+        _raises(_Boom, failing_insert, "the failing transaction")
+        _equal(store.get("ids", "t2"), None, "the id of a rolled back insert")
+        with store.transaction():
+            store.put("people", {"id": "p1", "account_id": "acc"})
+            try:
+                with store.transaction():
+                    store.put("people", {"id": "p2", "account_id": "acc"})
+                    raise _Boom
+            except _Boom:
+                pass
+        _equal(store.get("ids", "p1"), {"id": "p1", "kind": "person", "account_id": "acc"},
+               "the id inserted beside a failed savepoint")
+        _equal(store.get("ids", "p2"), None, "the id of a savepoint's rolled back insert")
+
     def test_change_marks_move_with_writes(self) -> None:
         """A store that offers change marks gives a new mark after a write to a marked table.
 

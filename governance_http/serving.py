@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from granian import Granian
 from granian.constants import Interfaces
 from granian.log import LOGGING_CONFIG, LogLevels
 
+from governance_core.idempotency import KEEP_FOR, purge_expired_keys
 from governance_core.notifications.sender import (
     Running,
     Sender,
@@ -53,6 +55,7 @@ __all__ = [
     "DB_ENVIRONMENT_VARIABLE",
     "DEFAULT_DB",
     "ENCRYPTION_KEY_VARIABLE",
+    "IDEMPOTENCY_WINDOW_VARIABLE",
     "LOG_LEVELS",
     "PRICE_OVERRIDES_VARIABLE",
     "SENDER_VARIABLE",
@@ -61,7 +64,9 @@ __all__ = [
     "check_port_free",
     "logging_config",
     "open_governance",
+    "parse_idempotency_window",
     "serve",
+    "start_idempotency_purge",
     "start_idle_run_sweeper",
     "start_sender",
     "wsgi_app",
@@ -85,6 +90,7 @@ def wsgi_app() -> falcon.App[falcon.Request, falcon.Response]:
     governance = open_governance(default_db())
     start_sender(governance)
     start_idle_run_sweeper(governance)
+    start_idempotency_purge(governance)
     return create_app(governance)
 
 
@@ -116,6 +122,60 @@ def start_idle_run_sweeper(
                 logging.getLogger("governance_http").exception("idle run sweep failed")
 
     threading.Thread(target=sweep, name="governance-idle-runs", daemon=True).start()
+    return stop
+
+
+IDEMPOTENCY_WINDOW_VARIABLE = "GOVERNANCE_IDEMPOTENCY_HOURS"
+"""How many hours idempotency keys are kept: 24 (the least, decisions 5) or more, or ``off``."""
+IDEMPOTENCY_PURGE_SECONDS = 300.0
+"""How often each worker deletes the idempotency records past their window."""
+
+
+def parse_idempotency_window(text: str | None) -> timedelta | None:
+    """The window ``$GOVERNANCE_IDEMPOTENCY_HOURS`` names: 24 hours unset, None for ``off``.
+
+    Anything but ``off`` or a number of hours of at least 24 is ``ValueError`` naming the
+    variable.
+    """
+    if text is None or not text.strip():
+        return KEEP_FOR
+    if text.strip().lower() == "off":
+        return None
+    try:
+        hours = float(text)
+    except ValueError:
+        hours = float("nan")
+    if not hours >= KEEP_FOR / timedelta(hours=1) or hours == float("inf"):
+        raise ValueError(
+            f"{IDEMPOTENCY_WINDOW_VARIABLE} must be off or a number of hours of at least 24,"
+            f" not {text!r}"
+        )
+    return timedelta(hours=hours)
+
+
+def start_idempotency_purge(
+    governance: Governance, every: float = IDEMPOTENCY_PURGE_SECONDS
+) -> threading.Event | None:
+    """Start this process's purge of idempotency records; the event that stops it.
+
+    Every ``every`` seconds it deletes the records older than ``$GOVERNANCE_IDEMPOTENCY_HOURS``
+    (default 24; :func:`governance_core.idempotency.purge_expired_keys`, a short transaction
+    per 500 records). ``off`` keeps every record (None is returned). Every worker runs one:
+    a record two of them find is deleted once.
+    """
+    window = parse_idempotency_window(os.environ.get(IDEMPOTENCY_WINDOW_VARIABLE))
+    if window is None:
+        return None
+    stop = threading.Event()
+
+    def purge() -> None:
+        while not stop.wait(every):
+            try:
+                purge_expired_keys(governance.store, governance.clock(), window)
+            except Exception:  # a purge must never end the thread; the next one retries
+                logging.getLogger("governance_http").exception("idempotency purge failed")
+
+    threading.Thread(target=purge, name="governance-idempotency-purge", daemon=True).start()
     return stop
 
 
@@ -153,6 +213,7 @@ def asgi_app() -> BodyFirst:
     governance = open_governance(db)
     start_sender(governance)
     start_idle_run_sweeper(governance)
+    start_idempotency_purge(governance)
     return BodyFirst(create_app(governance), threads=threads, body_timeout=body_timeout())
 
 

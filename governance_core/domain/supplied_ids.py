@@ -1,7 +1,9 @@
 """Ids a caller supplies on create (decisions 2).
 
 Reading and claiming are two steps so that a malformed id is reported with the request's other
-field errors (422), and a taken one only once the request is otherwise valid (409).
+field errors (422), and a taken one only once the request is otherwise valid (409). Whether an
+id is taken, and by what kind of resource, is one read of the store's ``ids`` table (see
+:data:`governance_core.storage.schema.IDS`), whatever the number of resource tables.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from governance_core.context import Context
 from governance_core.errors import Conflict
 from governance_core.fields import Fields
 from governance_core.ids import extract_partition
-from governance_core.repository import KIND_TABLES
+from governance_core.repository import IDS, Record
 
-__all__ = ["claim_id", "read_supplied_id"]
+__all__ = ["claim_id", "id_holder", "read_supplied_id"]
 
 
 def read_supplied_id(ctx: Context, fields: Fields, name: str = "id") -> str | None:
@@ -31,11 +33,18 @@ def read_supplied_id(ctx: Context, fields: Fields, name: str = "id") -> str | No
     return requested
 
 
+def id_holder(ctx: Context, record_id: str) -> Record | None:
+    """What holds ``record_id``: ``{"id", "kind", "account_id"}``, or None when no resource does.
+
+    Any account's resource counts: ids are unique across accounts.
+    """
+    return ctx.store.get(IDS, record_id)
+
+
 def claim_id(ctx: Context, requested: str | None) -> str:
     """Return ``requested`` when no record holds it (else ``conflict``), or a new id."""
     if requested is None:
         return ctx.new_id()
-    for table in KIND_TABLES.values():
-        if ctx.store.get(table, requested) is not None:
-            raise Conflict(f"the id {requested} is already in use")
+    if id_holder(ctx, requested) is not None:
+        raise Conflict(f"the id {requested} is already in use")
     return requested

@@ -9,6 +9,7 @@ from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.converter import from_record, to_record
 from governance_core.domain.runs import in_reach
+from governance_core.domain.supplied_ids import id_holder
 from governance_core.envelopes import list_envelope
 from governance_core.errors import InvalidValue, NotFound, UnexpectedRefType
 from governance_core.fields import Fields
@@ -67,20 +68,18 @@ def resolve_ref(
     """The record a body member refers to, or an error on that member.
 
     A missing id is ``invalid_value``; an id of another kind of resource in the caller's
-    account is ``unexpected_ref_type`` (looked up only on this error path).
+    account is ``unexpected_ref_type`` (looked up, in the store's ``ids``, only on this error
+    path).
     """
     if value is None:
         return None
     record = ctx.store.get(KIND_TABLES[kind], value)
     if record is not None and record.get("account_id") == ctx.account_id:
         return record
-    for other_kind, table in KIND_TABLES.items():
-        if other_kind == kind:
-            continue
-        other = ctx.store.get(table, value)
-        if other is not None and other.get("account_id") == ctx.account_id:
-            fields.wrong_kind(name, kind)
-            return None
+    holder = id_holder(ctx, value)
+    if holder is not None and holder["kind"] != kind and holder["account_id"] == ctx.account_id:
+        fields.wrong_kind(name, kind)
+        return None
     fields.errors.add(name, InvalidValue(f"{name} does not name an existing {kind}"))
     return None
 

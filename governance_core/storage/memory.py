@@ -21,13 +21,16 @@ from governance_core.storage._common import (
     fold_groups,
 )
 from governance_core.storage.protocol import AggregateRow, Filter, GroupBy, Record, SortKey
-from governance_core.storage.schema import TABLES
+from governance_core.storage.schema import IDS, TABLES, kinded_tables
 
 __all__ = ["MemoryStore"]
 
 
 class MemoryStore:
     """Keeps records as JSON text in dictionaries; transactions keep an undo log.
+
+    Inserting a record of a resource table records its id in ``ids`` (as SQL adapters'
+    triggers do; see :data:`~governance_core.storage.schema.IDS`).
 
     One lock serialises every access, and a transaction holds it throughout, so other threads
     see only committed data. Null ordering under ``auto`` follows SQLite's (nulls sort lowest)
@@ -37,6 +40,8 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._tables: dict[str, dict[str, str]] = {name: {} for name in TABLES}
+        self._ids = self._tables[IDS]
+        self._kinds = {table.name: table.kind for table in kinded_tables() if table.kind}
         self._lock = threading.RLock()
         # One undo log per open block, innermost last: a block that fails undoes its own.
         self._undo: list[dict[tuple[str, str], str | None]] = []
@@ -93,11 +98,19 @@ class MemoryStore:
         return record["id"], encode(record)
 
     def write_prepared(self, table: str, prepared: Sequence[tuple[str, str]]) -> None:
-        """Write prepared records in order."""
+        """Write prepared records in order (a new resource's id is recorded in ``ids``)."""
+        kind = self._kinds.get(table)
+        rows = self._tables[table]
         with self.transaction():
             for record_id, text in prepared:
+                if kind is not None and record_id not in rows and record_id not in self._ids:
+                    self._remember(IDS, record_id)
+                    self._ids[record_id] = encode({
+                        "id": record_id, "kind": kind,
+                        "account_id": decode(text).get("account_id"),
+                    })
                 self._remember(table, record_id)
-                self._tables[table][record_id] = text
+                rows[record_id] = text
 
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""
@@ -107,6 +120,11 @@ class MemoryStore:
                 return False
             self._remember(table, record_id)
             del self._tables[table][record_id]
+            kind = self._kinds.get(table)
+            held = self._ids.get(record_id)
+            if kind is not None and held is not None and decode(held)["kind"] == kind:
+                self._remember(IDS, record_id)
+                del self._ids[record_id]
             return True
 
     def _matching(self, table: str, filters: Sequence[Filter]) -> list[Record]:

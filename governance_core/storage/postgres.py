@@ -49,7 +49,15 @@ from governance_core.storage._common import (
     sorted_groups,
 )
 from governance_core.storage.protocol import AggregateRow, Filter, GroupBy, Record, SortKey
-from governance_core.storage.schema import SCHEMA_VERSION, TABLES, Column, ColumnType, Table
+from governance_core.storage.schema import (
+    IDS,
+    SCHEMA_VERSION,
+    TABLES,
+    Column,
+    ColumnType,
+    Table,
+    kinded_tables,
+)
 
 __all__ = [
     "LOCK_TIMEOUT_MS",
@@ -214,7 +222,9 @@ class PostgresStore:
         """Return the record with ``record_id``, or None."""
         check_key(table, record_id)
         rows = self._execute(self._statements[table].get, (_text(record_id),))
-        return rows[0][0] if rows else None
+        if not rows:
+            return None
+        return _id_record(rows[0][0]) if table == IDS else rows[0][0]
 
     def put(self, table: str, record: Record) -> None:
         """Insert or replace the record and its declared columns."""
@@ -263,7 +273,10 @@ class PostgresStore:
         if offset:
             text += " OFFSET %s"
             params.append(offset)
-        return [row[0] for row in self._execute(text, params)]
+        rows = self._execute(text, params)
+        if table == IDS:
+            return [_id_record(row[0]) for row in rows]
+        return [row[0] for row in rows]
 
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
         """Count the matching records."""
@@ -445,6 +458,19 @@ def _untext(value: str) -> str:
     return value
 
 
+def _id_record(stored: Record) -> Record:
+    """An ``ids`` record as the store answers it: its text as given, not as the columns hold it.
+
+    The triggers build it from the resource's columns (reading the resource's JSON would fail
+    on a NUL anywhere in it), where :func:`_text` escaped NUL and U+0001.
+    """
+    for name in ("id", "account_id"):
+        value = stored.get(name)
+        if isinstance(value, str) and "\x01" in value:
+            stored[name] = _untext(value)
+    return stored
+
+
 def _column(column: Column, value: Any) -> Any:
     if value is None:
         return None
@@ -528,9 +554,11 @@ def _migrate_schema(conn: psycopg.Connection[Any]) -> None:
             "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
         )
     }
+    had_ids = IDS in present
     for table in TABLES.values():
         _migrate_table(conn, table, present.get(table.name), indexes)
     _count_changes(conn, [table.name for table in TABLES.values() if table.marked])
+    _record_ids(conn, fill=not had_ids)
     if row is None or int(row[0]) != SCHEMA_VERSION:
         conn.execute(
             "INSERT INTO _meta (key, value) VALUES ('schema_version', %s)"
@@ -562,6 +590,56 @@ def _count_changes(conn: psycopg.Connection[Any], tables: list[str]) -> None:
                 " FOR EACH STATEMENT EXECUTE FUNCTION governance_count_change()"
             ).format(sql.Identifier(f"{table}_counted"), sql.Identifier(table))
         )
+
+
+def _record_ids(conn: psycopg.Connection[Any], *, fill: bool) -> None:
+    """Make triggers keep :data:`~governance_core.storage.schema.IDS`; ``fill`` it first.
+
+    A row trigger runs inside the statement that fired it: an insert of a new resource records
+    its id in the same round trip, and a rewrite (the upsert's update) records nothing. The
+    functions name the table of their own schema, so that they need no search path and
+    their statements are planned once per connection.
+    """
+    schema = conn.execute("SELECT current_schema()").fetchone()
+    assert schema is not None
+    ids = sql.SQL("{}.{}").format(sql.Identifier(schema[0]), sql.Identifier(IDS))
+    for table in kinded_tables():
+        kind = sql.Literal(table.kind)
+        entry = sql.SQL(
+            "{kind}, {row}.account_id,"
+            " json_build_object('id', {row}.id, 'kind', {kind}, 'account_id', {row}.account_id)"
+        )
+        if fill:
+            conn.execute(sql.SQL(
+                "INSERT INTO {ids} (id, kind, account_id, data) SELECT id, {entry} FROM {table}"
+                " ON CONFLICT (id) DO NOTHING"
+            ).format(
+                ids=ids, table=sql.Identifier(table.name),
+                entry=entry.format(kind=kind, row=sql.Identifier(table.name)),
+            ))
+        functions = {
+            "record": sql.SQL(
+                "INSERT INTO {ids} (id, kind, account_id, data) VALUES (NEW.id, {entry})"
+                " ON CONFLICT (id) DO NOTHING; RETURN NULL;"
+            ).format(ids=ids, entry=entry.format(kind=kind, row=sql.SQL("NEW"))),
+            "free": sql.SQL(
+                "DELETE FROM {ids} WHERE id = OLD.id AND kind = {kind}; RETURN NULL;"
+            ).format(ids=ids, kind=kind),
+        }
+        for action, body in functions.items():
+            function = sql.Identifier(f"governance_{action}_{table.kind}_id")
+            event = "INSERT" if action == "record" else "DELETE"
+            conn.execute(sql.SQL(
+                "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql"
+                " AS $$ BEGIN {body} END $$"
+            ).format(function=function, body=body))
+            conn.execute(sql.SQL(
+                "CREATE OR REPLACE TRIGGER {trigger} AFTER {event} ON {table}"
+                " FOR EACH ROW EXECUTE FUNCTION {function}()"
+            ).format(
+                trigger=sql.Identifier(f"{table.name}_{action}s_id"), event=sql.SQL(event),
+                table=sql.Identifier(table.name), function=function,
+            ))
 
 
 def _migrate_table(

@@ -13,7 +13,15 @@ from typing import Literal
 import attrs
 
 __all__ = [
-    "SCHEMA_VERSION", "TABLES", "Column", "ColumnType", "Table", "Where", "column_names",
+    "IDS",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "Column",
+    "ColumnType",
+    "Table",
+    "Where",
+    "column_names",
+    "kinded_tables",
 ]
 
 ColumnType = Literal["text", "integer", "real"]
@@ -62,6 +70,9 @@ class Table:
     written on every span (spans, runs) indexes only what its lists filter and sort on, since
     each index is one more B-tree every write updates. ``partial`` adds indexes that hold only
     the rows a :class:`Where` names.
+
+    ``kind``: the table holds resources of that kind (their ``type``), whose ids the store
+    records in :data:`IDS` as it inserts them (see there).
     """
 
     name: str
@@ -70,6 +81,7 @@ class Table:
     index_each: bool = True
     marked: bool = False
     partial: tuple[tuple[tuple[str, ...], Where], ...] = ()
+    kind: str | None = None
 
     def wanted_indexes(self) -> list[tuple[str, ...]]:
         """Every index of the table, partial ones included, as tuples of field names."""
@@ -101,16 +113,50 @@ def _t(
     index_each: bool = True,
     marked: bool = False,
     partial: tuple[tuple[tuple[str, ...], Where], ...] = (),
+    kind: str | None = None,
 ) -> Table:
     columns = []
     for field in ("account_id", "inserted_at", *fields):
         column_name, _, column_type = field.partition(":")
         columns.append(Column(column_name, column_type or "text"))  # type: ignore[arg-type]
-    return Table(name, tuple(columns), indexes, index_each, marked, partial)
+    return Table(name, tuple(columns), indexes, index_each, marked, partial, kind)
 
+
+IDS = "ids"
+"""The table of every resource id in use: ``{"id", "kind", "account_id"}`` a record.
+
+The store writes it, never the core: inserting a record into a table with a ``kind`` also
+inserts that id's record here, in the same transaction, unless this table holds the id
+already; deleting the record deletes the id's record when its kind is the table's. So whether
+an id is taken, and by which kind of resource, is one read by primary key, whatever the number
+of resource tables (the core stores each id in one table only). ``account_id`` is the
+resource's (null when it has none).
+"""
+
+
+_KINDS = {
+    "accounts": "account",
+    "admin_users": "admin_user",
+    "admin_user_invites": "admin_user_invite",
+    "api_tokens": "api_token",
+    "people": "person",
+    "teams": "team",
+    "environments": "environment",
+    "risk_profiles": "risk_profile",
+    "agents": "agent",
+    "agent_versions": "agent_version",
+    "agent_schema_versions": "agent_schema_version",
+    "agent_deployments": "agent_deployment",
+    "agent_instances": "agent_instance",
+    "agent_spans": "agent_span",
+    "alerts": "alert",
+    "policies": "policy",
+    "decisions": "decision",
+    "approvals": "approval",
+}
 
 TABLES: dict[str, Table] = {
-    table.name: table
+    table.name: attrs.evolve(table, kind=_KINDS.get(table.name))
     for table in (
         _t(
             "accounts", "name", "purpose", "promo_code", "website", "partition:integer",
@@ -145,6 +191,8 @@ TABLES: dict[str, Table] = {
             "agent_instances", "agent_id", "agent_version_id", "agent_deployment_id",
             "environment_id", "external_identifier", "status", "purpose", "started_at",
             "finished_at", "last_activity_span_at", "risk_level", "total_cost:real",
+            "started_day", "duration_ms:integer", "duration_bucket:integer",
+            "span_total:integer", "quality_score:real",
             # risk_level and total_cost are kept on span writes for the console's figures over
             # many runs: its counts and plots read the started_at range of the first index
             # below alone (it holds every field they group and sum, so no row is read: a third
@@ -155,6 +203,22 @@ TABLES: dict[str, Table] = {
                 ("agent_deployment_id",),
                 ("account_id", "started_at", "status", "risk_level", "total_cost"),
                 ("account_id", "risk_level", "started_at"),
+                # The trends page's figures per day: one grouped query reads this index in
+                # its order (no row, no sort), the agent and environment filters included.
+                ("account_id", "started_day", "status", "duration_bucket", "risk_level",
+                 "total_cost", "agent_id", "environment_id", "quality_score"),
+                # The runs list: its sorts by duration and cost, and the count of any of its
+                # filters from one index (no row read). Every field of these changes only in
+                # writes that change an indexed field already (register, start, finish,
+                # usage, level, quality); a span count changes on every span, so its sort has none
+                # (it would cost every span write a rewrite of every index of the run).
+                ("account_id", "duration_ms", "started_at"),
+                ("account_id", "total_cost", "started_at"),
+                ("account_id", "agent_id", "environment_id", "status", "purpose",
+                 "risk_level", "started_at", "duration_ms", "total_cost",
+                 "external_identifier", "quality_score"),
+                # An external identifier prefix (set once, at registration).
+                ("account_id", "external_identifier"),
             ),
             index_each=False,
         ),
@@ -185,8 +249,20 @@ TABLES: dict[str, Table] = {
             "severity", "raised_at", "cleared_at",
             indexes=(("agent_instance_id", "name"),),
         ),
+        # A run's token usage and cost per model, kept where its usage moves, so that the
+        # trends page sums tokens and cost per model and day with one grouped query.
+        _t(
+            "run_models", "agent_instance_id", "agent_id", "environment_id", "started_day",
+            "model_name", "input_tokens:integer", "output_tokens:integer", "cost:real",
+            indexes=(
+                ("account_id", "started_day", "model_name", "input_tokens", "output_tokens",
+                 "cost", "agent_id", "environment_id"),
+            ),
+            index_each=False,
+        ),
         _t("sensitive_values", "owner_id"),
-        _t("idempotency_keys", "operation", index_each=False),
+        # Read by id; the index on inserted_at finds the records past their window.
+        _t("idempotency_keys", "operation", indexes=(("inserted_at",),), index_each=False),
         _t("console_sessions", "token_id", "expires_at"),
         _t("console_secrets", "purpose"),
         _t("sensitive_reveals", "owner_id", "token_id"),
@@ -205,10 +281,45 @@ TABLES: dict[str, Table] = {
             "next_evaluation_at",
         ),
         _t("sender_leases", "holder", "expires_at"),
+        # Runtime governance (governance_core.policies): policies, the decisions taken
+        # before an agent acts, and the approvals that hold an action for a person. Every
+        # decision sums the account's policy versions from the first index (one indexed
+        # read tells whether any policy changed); a run's decisions of one kind and outcome
+        # are counted from the second.
+        _t(
+            "policies", "name", "mode", "version:integer", "updated_at",
+            indexes=(("account_id", "version"),),
+        ),
+        _t(
+            "decisions", "agent_instance_id", "agent_id", "environment_id", "action_kind",
+            "outcome", "decided_at", "approval_id",
+            indexes=(
+                ("agent_instance_id", "action_kind", "outcome"), ("account_id", "decided_at"),
+                ("approval_id",),
+            ),
+            index_each=False,
+        ),
+        _t(
+            "approvals", "agent_instance_id", "agent_id", "status", "digest", "expires_at",
+            "resolved_at",
+            indexes=(
+                ("account_id", "status", "expires_at"), ("agent_instance_id", "digest", "status"),
+            ),
+            index_each=False,
+        ),
+        # No index besides the primary key: the table is only ever read by id.
+        Table(IDS, (Column("kind"), Column("account_id")), index_each=False),
     )
 }
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 5
+"""Version 4 added the :data:`IDS` table, filled from the resource tables as a store opens;
+version 5 the runs' duration and span count rollups and the ``run_models`` table."""
+
+
+def kinded_tables() -> list[Table]:
+    """The tables with a resource ``kind``, in declaration order (their ids are in :data:`IDS`)."""
+    return [table for table in TABLES.values() if table.kind is not None]
 
 
 def column_names(table: str) -> frozenset[str]:

@@ -37,7 +37,14 @@ from governance_core.storage._common import (
 )
 from governance_core.storage._writer_queue import WriterQueue
 from governance_core.storage.protocol import AggregateRow, Filter, GroupBy, Record, SortKey
-from governance_core.storage.schema import SCHEMA_VERSION, TABLES, ColumnType, Table
+from governance_core.storage.schema import (
+    IDS,
+    SCHEMA_VERSION,
+    TABLES,
+    ColumnType,
+    Table,
+    kinded_tables,
+)
 
 __all__ = ["BUSY_TIMEOUT_MS", "CHECKPOINT_INTERVAL_S", "RETRY_AFTER_MS", "SQLiteStore"]
 
@@ -518,9 +525,11 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
                 f"the database has schema version {row[0]}, newer than this library's"
                 f" {SCHEMA_VERSION}: upgrade the library to open it"
             )
+        had_ids = db.table(IDS).exists()
         for table in TABLES.values():
             _migrate_table(db, table)
         _count_changes(conn, [table.name for table in TABLES.values() if table.marked])
+        _record_ids(conn, fill=not had_ids)
         conn.execute(
             "INSERT OR REPLACE INTO _meta (key, value) VALUES ('schema_version', ?)",
             (str(SCHEMA_VERSION),),
@@ -548,10 +557,49 @@ def _count_changes(conn: sqlite3.Connection, tables: list[str]) -> None:
             )
 
 
+def _record_ids(conn: sqlite3.Connection, *, fill: bool) -> None:
+    """Make triggers keep :data:`~governance_core.storage.schema.IDS`; ``fill`` it first.
+
+    A trigger runs inside the statement that fired it: an insert of a new resource records its
+    id with no statement of its own, and a rewrite (the upsert's update) records nothing.
+    """
+    for table in kinded_tables():
+        kind = table.kind
+        assert kind is not None and "'" not in kind
+        entry = (
+            f"'{kind}', {{row}}.account_id,"
+            f" json_object('id', {{row}}.id, 'kind', '{kind}', 'account_id', {{row}}.account_id)"
+        )
+        if fill:
+            conn.execute(
+                f"INSERT INTO [{IDS}] (id, kind, account_id, data)"
+                f" SELECT id, {entry.format(row=f'[{table.name}]')} FROM [{table.name}]"
+                " WHERE true ON CONFLICT (id) DO NOTHING"
+            )
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS [{table.name}_records_id] AFTER INSERT ON"
+            f" [{table.name}] BEGIN INSERT INTO [{IDS}] (id, kind, account_id, data)"
+            f" VALUES (NEW.id, {entry.format(row='NEW')}) ON CONFLICT (id) DO NOTHING; END"
+        )
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS [{table.name}_frees_id] AFTER DELETE ON"
+            f" [{table.name}] BEGIN DELETE FROM [{IDS}] WHERE id = OLD.id AND kind = '{kind}';"
+            " END"
+        )
+
+
 def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
     handle = db.table(table.name)
     wanted = {c.name: _SQL_TYPES[c.type] for c in table.columns}
-    if not handle.exists():
+    if not handle.exists() and table.name == IDS:
+        # Small rows read only by id: kept in the primary key's B-tree alone, an insert writes
+        # one page, not a row's and its id index's.
+        db.execute(
+            f"CREATE TABLE [{IDS}] ([id] TEXT PRIMARY KEY NOT NULL, [data] TEXT NOT NULL, "
+            + ", ".join(f"[{name}] TEXT" for name in wanted)
+            + ") WITHOUT ROWID"
+        )
+    elif not handle.exists():
         handle.create({"id": str, "data": str, **wanted}, pk="id", not_null={"data"})
     else:
         present = set(handle.columns_dict)

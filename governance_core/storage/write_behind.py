@@ -27,6 +27,8 @@ What it keeps never changes what a caller sees:
   records on, so the store's own filtering and sorting see them;
 - a nested transaction (a savepoint) that fails takes back what it kept, and the inner
   store takes back whatever was passed on inside it;
+- a read of ``ids`` answers the id of a resource it keeps unwritten as the inner store will
+  record it once the resource is passed on;
 - every transaction's memory is its thread's own, and is forgotten when the outermost one
   ends: nothing is kept between transactions, so other processes' writes are always seen.
 
@@ -52,7 +54,7 @@ from governance_core.storage.protocol import (
     SortKey,
     Store,
 )
-from governance_core.storage.schema import TABLES
+from governance_core.storage.schema import IDS, TABLES, kinded_tables
 
 __all__ = ["WriteBehindStore"]
 
@@ -105,6 +107,10 @@ class WriteBehindStore:
         self._tables = frozenset(tables)
         self._every_transaction = every_transaction
         self._memory = _Memory()
+        self._kinds = [
+            (table.name, table.kind) for table in kinded_tables()
+            if table.kind is not None and table.name in self._tables
+        ]
         self._preparing: PreparedWrites | None = (
             inner if isinstance(inner, PreparedWrites) else None
         )
@@ -198,6 +204,10 @@ class WriteBehindStore:
     def get(self, table: str, record_id: str) -> Record | None:
         """The kept record when there is one, else the inner store's (kept from then on)."""
         memory = self._memory
+        if memory.depth and table == IDS:
+            kept = self._kept_id(memory, record_id)
+            if kept is not None:
+                return kept
         if not memory.depth or table not in self._tables:
             return self.inner.get(table, record_id)
         key = (table, record_id)
@@ -207,6 +217,21 @@ class WriteBehindStore:
             if record is not None:
                 memory.records[key] = record
         return record
+
+    def _kept_id(self, memory: _Memory, record_id: str) -> Record | None:
+        """The ``ids`` record of a resource this transaction keeps unwritten, else None.
+
+        The inner store records the id as the resource is passed on; until then it is
+        answered from the kept record, as the inner store will have it.
+        """
+        for table, kind in self._kinds:
+            key = (table, record_id)
+            if key in memory.pending:
+                return {
+                    "id": record_id, "kind": kind,
+                    "account_id": memory.records[key].get("account_id"),
+                }
+        return None
 
     def read_ahead(self, table: str, record_ids: Collection[str]) -> None:
         """Read the records of a kept table with ``record_ids`` in one query, for later gets.
@@ -270,6 +295,10 @@ class WriteBehindStore:
             memory.records.pop(key, None)
             # Whatever was read ahead of it: the inner store is asked from now on.
             memory.absent.discard(key)
+            if (IDS, record_id) in memory.records:
+                # Deleting a resource may delete its id's record: read it again if asked.
+                self._note(memory, (IDS, record_id))
+                del memory.records[(IDS, record_id)]
             unwritten = memory.pending.pop(key, None) is not None
             return self.inner.delete(table, record_id) or unwritten
         return self.inner.delete(table, record_id)
