@@ -62,6 +62,10 @@ class Caches:
         self._schema_versions: BoundedCache[str, Record] = BoundedCache()
         # By schema version id and span type name: a span type's prepared payload checks.
         self.span_types: BoundedCache[tuple[str, str], SpanType] = BoundedCache()
+        # By run id: the run's account and schema version id, as a hint only (a write checks
+        # the run it reads in its transaction against it) for the payload checks made before
+        # that transaction opens.
+        self.run_schema_versions: BoundedCache[str, tuple[str, str]] = BoundedCache()
         # By token hash and the store's change mark of tokens and accounts: the token as
         # authentication checks it.
         self.tokens: BoundedCache[tuple[str, Hashable], KnownToken] = BoundedCache()

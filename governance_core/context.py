@@ -9,9 +9,9 @@ store, the clock, the ids and the caller from it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
@@ -101,11 +101,20 @@ class Config:
     """Networks webhooks may reach although not public (``10.0.0.0/8``); none by default."""
 
 
-Invoke = Callable[[str, Mapping[str, Any]], dict[str, Any]]
-"""Run another registered operation as the same caller: ``invoke(name, params) -> envelope``."""
+class Invoke(Protocol):
+    """Run another registered operation as the same caller: ``invoke(name, params) -> envelope``.
+
+    ``prepared`` is what the operation's ``prepare`` answered for ``params`` before the
+    caller's transaction opened (see :mod:`governance_core.registry`).
+    """
+
+    def __call__(
+        self, name: str, params: Mapping[str, Any], prepared: object = None
+    ) -> dict[str, Any]:
+        """Run ``name`` with ``params``; its envelope."""
 
 
-def _no_invoke(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+def _no_invoke(name: str, params: Mapping[str, Any], prepared: object = None) -> dict[str, Any]:
     raise RuntimeError(f"this context cannot run {name}: it was made outside a Governance")
 
 
@@ -118,7 +127,8 @@ class Context:
     ``caches`` keep what never changes (see :mod:`governance_core.caches`). ``registry`` is
     the table the operation was found in; ``invoke`` runs another of its
     operations as the same caller, with its own scope check, idempotency and (nested)
-    transaction, as bulk items are run.
+    transaction, as bulk items are run. ``prepared`` is what the operation's ``prepare``
+    answered before its transaction opened (None when it has none, or nothing was prepared).
     """
 
     store: Store
@@ -130,6 +140,7 @@ class Context:
     registry: Registry
     invoke: Invoke = _no_invoke
     caches: Caches = attrs.field(factory=Caches)
+    prepared: object = None
 
     @property
     def now(self) -> datetime:

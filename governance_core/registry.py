@@ -7,6 +7,15 @@ nothing: a :class:`Registry` is built explicitly from the modules that hold the 
 :class:`~governance_core.service.Governance` that serves it. The service authenticates,
 checks scope, applies idempotency and opens the transaction; the handler reads its members
 and does the work.
+
+An operation may also name a ``prepare`` function, ``prepare(ctx, fields) -> value``: the
+service calls it with the same parameters before the write transaction opens (never inside
+one), and the handler finds its value as ``ctx.prepared``. It does the work that needs no
+lock (checking payloads against their schemas, from records read without a transaction), so
+the transaction holds the store's writer only for the writes. What it answers is only ever
+a shortcut: the handler re-checks that what the value was computed from is still current,
+and does the work itself when it is not, or when there is no value (a parameter that does
+not parse, an operation run inside another's transaction).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ __all__ = [
     "INGESTION",
     "Handler",
     "Operation",
+    "Preparer",
     "Registry",
     "operation",
 ]
@@ -36,6 +46,8 @@ ANY_SCOPE: frozenset[TokenScope] = ACCOUNT | INGESTION
 
 
 Handler = Callable[[Context, Fields], dict[str, Any]]
+Preparer = Callable[[Context, Fields], object]
+"""Work an operation does before its transaction: ``prepare(ctx, fields) -> value`` (or None)."""
 
 
 @attrs.frozen
@@ -45,7 +57,7 @@ class Operation:
     ``write`` operations run in a transaction and, when ``idempotent`` (every one but bulk,
     whose items carry their own keys), store their response under the request's key. A
     ``batch`` operation (bulk) writes many records in that transaction: they are kept and
-    written together as it commits.
+    written together as it commits. ``prepare`` (see the module) runs before the transaction.
     """
 
     name: str
@@ -55,6 +67,7 @@ class Operation:
     authenticated: bool = True
     idempotent: bool = True
     batch: bool = False
+    prepare: Preparer | None = None
 
     @property
     def summary(self) -> str:
@@ -73,12 +86,16 @@ def operation(
     authenticated: bool = True,
     idempotent: bool = True,
     batch: bool = False,
+    prepare: Preparer | None = None,
 ) -> Callable[[Handler], Handler]:
-    """Mark ``handler`` as operation ``name``, for a :class:`Registry` built from its module."""
+    """Mark ``handler`` as operation ``name``, for a :class:`Registry` built from its module.
+
+    ``prepare`` is the operation's work before its transaction (see the module).
+    """
 
     def mark(handler: Handler) -> Handler:
         described = Operation(
-            name, handler, write, frozenset(scopes), authenticated, idempotent, batch
+            name, handler, write, frozenset(scopes), authenticated, idempotent, batch, prepare
         )
         setattr(handler, _MARK, described)
         return handler

@@ -27,6 +27,7 @@ from governance_core.credentials import TOKEN_PREFIX, hash_secret
 from governance_core.encryption import cipher_from_key
 from governance_core.errors import (
     BadAuthToken,
+    GovernanceError,
     NotAuthenticated,
     NotFound,
     NotPermitted,
@@ -148,8 +149,12 @@ class Governance:
     def context(self, principal: Principal | None) -> Context:
         """A fresh operation context for ``principal``, stamped with the clock's now."""
 
-        def invoke(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
-            return self._run(self._operation(name), principal, params, resolve_key(params))
+        def invoke(
+            name: str, params: Mapping[str, Any], prepared: object = None
+        ) -> dict[str, Any]:
+            return self._run(
+                self._operation(name), principal, params, resolve_key(params), prepared
+            )
 
         return Context(
             self._operations_store, self.ids, self.config, principal, None, self.clock,
@@ -251,19 +256,50 @@ class Governance:
         token: str | None = None,
         principal: Principal | None = None,
         idempotency_keys: Iterable[str | None] = (),
+        prepared: object = None,
     ) -> dict[str, Any]:
         """Run ``operation`` (a bulk ``_type`` name) and return its JSON-ready envelope.
 
         ``params`` holds the path, query and body members together (body bare or
         ``details``-wrapped). The caller is ``token``, or an already known ``principal``.
         ``idempotency_keys`` are further places a key was given (a header, a query).
+        ``prepared`` is what :meth:`prepare` answered for these very ``params`` (for a call
+        made inside :meth:`transaction`, which prepares nothing itself); without it a write
+        called outside any transaction is prepared here, before its transaction opens.
         Failures raise a :class:`~governance_core.errors.GovernanceError`.
         """
         op = self._operation(operation)
         if principal is None and op.authenticated:
             principal = self.authenticate(token)
         key = resolve_key(params, idempotency_keys) if op.idempotent else None
-        return self._run(op, principal, params or {}, key)
+        return self._run(op, principal, params or {}, key, prepared)
+
+    def prepare(
+        self, operation: str, params: Mapping[str, Any], *, principal: Principal
+    ) -> object:
+        """The work ``operation`` can do on ``params`` before its transaction, or None.
+
+        For a caller that runs the operation later inside :meth:`transaction` (where nothing
+        is prepared): compute this first, outside it, and pass it to :meth:`call` as
+        ``prepared`` with the same ``params``. It reads without a transaction, writes
+        nothing, and never raises for bad parameters (the call reports them); the operation
+        re-checks that what it was computed from is still current before using it.
+        """
+        op = self._operation(operation)
+        if principal.scope not in op.scopes:
+            return None
+        return self._prepare(op, principal, params)
+
+    def _prepare(
+        self, op: Operation, principal: Principal | None, params: Mapping[str, Any]
+    ) -> object:
+        if op.prepare is None:
+            return None
+        try:
+            return op.prepare(self.context(principal), Fields(params))
+        except GovernanceError:
+            # The handler reads the same parameters and names what is wrong with them.
+            return None
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -309,12 +345,17 @@ class Governance:
         principal: Principal | None,
         params: Mapping[str, Any],
         key: str | None,
+        prepared: object = None,
     ) -> dict[str, Any]:
         if principal is not None and principal.scope not in op.scopes:
             raise NotPermitted(f"a {principal.scope} token may not call {op.name}")
         if not op.write:
             return op.handler(self.context(principal), Fields(params))
-        return self._retrying(lambda: self._write(op, principal, params, key))
+        if prepared is None and not getattr(self._writing, "active", False):
+            # Before the transaction, and once: a write run again after a conflict uses it
+            # too (the handler re-checks what it was computed from).
+            prepared = self._prepare(op, principal, params)
+        return self._retrying(lambda: self._write(op, principal, params, key, prepared))
 
     def _write(
         self,
@@ -322,9 +363,11 @@ class Governance:
         principal: Principal | None,
         params: Mapping[str, Any],
         key: str | None,
+        prepared: object = None,
     ) -> dict[str, Any]:
         """Run a write operation in one transaction, replaying a known idempotency key."""
         ctx = self.context(principal)
+        ctx.prepared = prepared
         store = self._operations_store
         with store.batch() if op.batch else store.transaction():
             if key is None or principal is None or not op.idempotent:

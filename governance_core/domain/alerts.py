@@ -15,7 +15,7 @@ import attrs
 
 from governance_core.context import Context
 from governance_core.converter import from_record, to_record
-from governance_core.domain.runs import schema_entry, system_span
+from governance_core.domain.runs import PreparedChecks, schema_entry, system_span
 from governance_core.errors import AlertAlreadyCleared
 from governance_core.models.agents import Alert
 from governance_core.notifications.outbox import alert_event
@@ -52,7 +52,12 @@ def find_alert(ctx: Context, instance_id: str, name: str) -> Alert | None:
 
 
 def _record_event(
-    ctx: Context, instance: Record, alert: Alert, event: str, count_change: int
+    ctx: Context,
+    instance: Record,
+    alert: Alert,
+    event: str,
+    count_change: int,
+    prepared: PreparedChecks | None = None,
 ) -> AlertWrite:
     """Store ``alert``, move the run's ``raised_alert_count``, and write the event's span."""
     ctx.store.put("alerts", to_record(alert))
@@ -66,7 +71,7 @@ def _record_event(
             "event": event, "alert_id": alert.id, "status": alert.status,
             "severity": alert.severity, "version": alert.version,
         },
-        at=ctx.now,
+        at=ctx.now, prepared=prepared,
     )
     return AlertWrite(alert, stored)
 
@@ -80,19 +85,25 @@ def raise_alert(
     *,
     raised_at: datetime | None = None,
     sensitive_encoding: bool = False,
+    prepared: PreparedChecks | None = None,
 ) -> AlertWrite:
     """Raise the alert ``name`` on the run ``instance``, in the caller's transaction.
 
     Creates it (version 1), updates a raised one (version + 1 only when severity, payload or
     its encoding changed) or raises a cleared one again (version + 1, ``cleared_at`` null).
     The event is recorded as an alert-purpose span. Use the returned instance record for any
-    further write of the run: it holds the new ``raised_alert_count``.
+    further write of the run: it holds the new ``raised_alert_count``. ``prepared`` holds
+    the payload's check and summary when they were made before the transaction.
     """
     existing = find_alert(ctx, instance["id"], name)
     entry = schema_entry(ctx, instance, ALERT_SCHEMAS, name) or {}
+    checked = None if prepared is None else prepared.for_run(instance, ALERT_SCHEMAS, name)
     content: dict[str, Any] = {
         "title": entry.get("title") or name,
-        "summary": render_template(entry.get("template"), payload),
+        "summary": (
+            checked["summary"] if checked is not None
+            else render_template(entry.get("template"), payload)
+        ),
         "severity": severity,
         "payload": payload,
         "payload_sensitive_encoding": sensitive_encoding,
@@ -105,19 +116,19 @@ def raise_alert(
             name=name, status=initial(ALERT), raised_at=at, inserted_at=ctx.now, updated_at=ctx.now,
             **content,
         )
-        return _record_event(ctx, instance, alert, "raised", 1)
+        return _record_event(ctx, instance, alert, "raised", 1, prepared)
     status = advance(ALERT, existing.status, "raise", what="alert")
     if existing.status == "cleared":
         alert = attrs.evolve(
             existing, status=status, raised_at=at, cleared_at=None,
             version=existing.version + 1, updated_at=ctx.now, **content,
         )
-        return _record_event(ctx, instance, alert, "raised", 1)
+        return _record_event(ctx, instance, alert, "raised", 1, prepared)
     alert = attrs.evolve(existing, **content)
     if alert == existing:
-        return _record_event(ctx, instance, alert, "unchanged", 0)
+        return _record_event(ctx, instance, alert, "unchanged", 0, prepared)
     alert = attrs.evolve(alert, version=existing.version + 1, updated_at=ctx.now)
-    return _record_event(ctx, instance, alert, "updated", 0)
+    return _record_event(ctx, instance, alert, "updated", 0, prepared)
 
 
 def clear_alert(ctx: Context, instance: Record, alert: Alert) -> AlertWrite:

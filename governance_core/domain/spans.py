@@ -22,16 +22,20 @@ from governance_core.converter import from_record, to_record
 from governance_core.domain.insights import keep_risk_level, keep_total_cost
 from governance_core.domain.risk import Rulesets, raise_if_critical
 from governance_core.domain.runs import (
+    SPAN_TYPES,
+    PreparedChecks,
     cancelled_by_termination,
     prepared_span_type,
     record_span_and_agent,
+    remember_schema_version,
     run_schema_version,
     span_checks,
 )
 from governance_core.domain.sensitive_values import keep_values
+from governance_core.domain.supplied_ids import id_holder
 from governance_core.ids import extract_partition
 from governance_core.models.agents import AgentSpan
-from governance_core.repository import KIND_TABLES, Filter, Record
+from governance_core.repository import Filter, Record
 from governance_core.rules.aggregates import ACTIVITY
 from governance_core.rules.states import SPAN, advance
 
@@ -52,7 +56,8 @@ class NewSpan:
     """A span create, parsed and checked: what :func:`create_span` stores.
 
     ``payload`` and ``result_payload`` are the stored forms (sensitive values split out into
-    ``kept``, by member name).
+    ``kept``, by member name). ``prepared`` holds their checks when they were made before the
+    transaction (:func:`governance_core.domain.runs.prepare_checks`).
     """
 
     instance: Record
@@ -66,6 +71,7 @@ class NewSpan:
     parent_span_id: str | None = None
     sensitive_encoding: bool = False
     kept: dict[str, Any] = attrs.field(factory=dict)
+    prepared: PreparedChecks | None = None
 
 
 @attrs.frozen
@@ -93,6 +99,13 @@ def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
     schema_version = run_schema_version(ctx, instance)
     span_type = prepared_span_type(ctx, schema_version, new.schema_name)
     entry = None if span_type is None else span_type.entry
+    remember_schema_version(ctx, instance)
+    checks = None if new.prepared is None else new.prepared.for_run(
+        instance, SPAN_TYPES, new.schema_name
+    )
+    if checks is None:
+        # Not prepared, or for another schema version than the run's: checked here.
+        checks = span_checks(span_type, new.payload, new.result_payload)
     span = AgentSpan(
         id=new.id, account_id=instance["account_id"], agent_id=instance["agent_id"],
         agent_instance_id=instance["id"], parent_span_id=new.parent_span_id,
@@ -101,7 +114,7 @@ def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
         purpose=ACTIVITY, started_at=new.started_at, finished_at=new.finished_at,
         inserted_at=ctx.now, updated_at=ctx.now, payload=new.payload,
         result_payload=new.result_payload, sensitive_encoding=new.sensitive_encoding,
-        **span_checks(span_type, new.payload, new.result_payload),
+        **checks,
     )
     record = to_record(span)
     stored, agent = record_span_and_agent(
@@ -135,7 +148,7 @@ def parent_to_come(ctx: Context, parent_id: str | None) -> bool:
     return (
         parent_id is not None
         and extract_partition(parent_id) == ctx.principal.partition
-        and all(ctx.store.get(table, parent_id) is None for table in KIND_TABLES.values())
+        and id_holder(ctx, parent_id) is None
     )
 
 

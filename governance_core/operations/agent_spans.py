@@ -4,11 +4,13 @@ Spans are never refused for arriving late or out of order (decisions 7): a span 
 before its run's start (it starts a pending run), after its run's finish, or after its run's
 termination (then the response carries ``control``), and before its parent (OpenTelemetry
 exports a child when it ends, before its parent has ended). Payloads are checked against the span
-type's schemas and the result is recorded on the span, never refused (decisions 13).
+type's schemas and the result is recorded on the span, never refused (decisions 13): a
+create's checks (and its summary) are made before its transaction (:func:`prepare_create`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -19,8 +21,13 @@ from governance_core.domain import spans
 from governance_core.domain.risk import Rulesets, span_risk_fields
 from governance_core.domain.runs import (
     NAME_MAX,
+    SPAN_TYPES,
+    PreparedChecks,
     control,
     in_reach,
+    prepare_checks,
+    prepared_span_type,
+    span_checks,
 )
 from governance_core.domain.sensitive_values import (
     SplitValues,
@@ -60,13 +67,14 @@ __all__ = [
     "SpanTypes",
     "SpanView",
     "load_span",
+    "prepare_create",
+    "prepare_create_for",
     "span_details",
 ]
 
 STATUSES = states(SPAN)
 PURPOSES = ("activity", "quality", "alert")
 SORTABLE = ("id", "started_at", "finished_at", "status")
-SPAN_TYPES = "span_type_schemas"
 
 
 @attrs.frozen
@@ -150,16 +158,10 @@ def load_span(ctx: Context, span_id: object) -> Record:
     return record
 
 
-@operation("agent_spans/create", write=True, scopes=ANY_SCOPE)
-def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """Create an agent span (bare or ``details``-wrapped; ``id`` optional)."""
-    requested = read_supplied_id(ctx, fields)
-    instance = read_instance_ref(ctx, fields)
-    parent_id = fields.id("parent_span_id")
-    schema_name = fields.str("schema_name", required=True, max_length=NAME_MAX)
-    asked = fields.str("status", required=True, choices=SPAN_CREATE_STATES)
-    # Quality and alert spans are written by the system only.
-    fields.str("purpose", choices=(ACTIVITY,))
+def _payloads(
+    fields: Fields,
+) -> tuple[dict[str, Any], dict[str, Any] | None, bool, dict[str, SplitValues]]:
+    """The create's payload and result as stored, ``sensitive_encoding``, the values split out."""
     payload = fields.object("payload") or {}
     result_payload = fields.object("result_payload")
     sensitive = fields.bool("sensitive_encoding")
@@ -169,6 +171,61 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         result_payload, kept["result_payload"] = split_member(
             fields, "result_payload", result_payload
         )
+    return payload, result_payload, sensitive, kept
+
+
+def _create_checks(
+    ctx: Context, fields: Fields
+) -> Callable[[Record], dict[tuple[str, str], dict[str, Any]]] | None:
+    """What a create's checks are, given its run's schema version; None if a member is bad."""
+    schema_name = fields.str("schema_name", required=True, max_length=NAME_MAX)
+    payload, result_payload, _, _ = _payloads(fields)
+    if fields.errors or schema_name is None:
+        return None
+    return lambda schema_version: {
+        (SPAN_TYPES, schema_name): span_checks(
+            prepared_span_type(ctx, schema_version, schema_name), payload, result_payload
+        ),
+    }
+
+
+def prepare_create(ctx: Context, fields: Fields) -> PreparedChecks | None:
+    """Check a create's payloads and render its summary, before its transaction opens.
+
+    Reads what :func:`create_span` reads them with (the run's schema version, hinted or read
+    without a transaction); None when a member does not parse (the create reports it) or
+    the run is not the caller's.
+    """
+    instance_id = fields.id("agent_instance_id", required=True)
+    checks = _create_checks(ctx, fields)
+    if instance_id is None or checks is None:
+        return None
+    return prepare_checks(ctx, instance_id, checks)
+
+
+def prepare_create_for(
+    ctx: Context, fields: Fields, schema_version: Record
+) -> PreparedChecks | None:
+    """:func:`prepare_create` for a run expected to have ``schema_version``.
+
+    For a caller that knows the schema version of a run it has not registered yet (it will
+    be, in the create's transaction): the create uses the checks only if the run has it.
+    """
+    checks = _create_checks(ctx, fields)
+    return None if checks is None else PreparedChecks(schema_version["id"], checks(schema_version))
+
+
+@operation("agent_spans/create", write=True, scopes=ANY_SCOPE, prepare=prepare_create)
+def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Create an agent span (bare or ``details``-wrapped; ``id`` optional)."""
+    requested = read_supplied_id(ctx, fields)
+    instance = read_instance_ref(ctx, fields)
+    parent_id = fields.id("parent_span_id")
+    schema_name = fields.str("schema_name", required=True, max_length=NAME_MAX)
+    asked = fields.str("status", required=True, choices=SPAN_CREATE_STATES)
+    # Quality and alert spans are written by the system only.
+    fields.str("purpose", choices=(ACTIVITY,))
+    payload, result_payload, sensitive, kept = _payloads(fields)
     started_at = fields.timestamp("started_at") or ctx.now
     finished_at = fields.timestamp("finished_at")
     parent = spans.stored_parent(ctx, parent_id)
@@ -195,7 +252,7 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
         instance=instance, id=claim_id(ctx, requested), schema_name=schema_name,
         status=status, started_at=started_at, finished_at=finished_at, payload=payload,
         result_payload=result_payload, parent_span_id=parent_id, sensitive_encoding=sensitive,
-        kept=kept,
+        kept=kept, prepared=ctx.prepared if isinstance(ctx.prepared, PreparedChecks) else None,
     ))
     details = span_details(ctx, written.span, SpanView(), written.span_type)
     return ready_envelope(details, **control(written.instance))

@@ -12,8 +12,15 @@ from typing import Any
 
 from governance_core.context import Context
 from governance_core.converter import from_record
-from governance_core.domain.alerts import clear_alert, find_alert, raise_alert
-from governance_core.domain.runs import NAME_MAX, in_reach
+from governance_core.domain.alerts import ALERT_SCHEMAS, clear_alert, find_alert, raise_alert
+from governance_core.domain.runs import (
+    NAME_MAX,
+    PreparedChecks,
+    entry_in,
+    in_reach,
+    prepare_checks,
+    system_checks,
+)
 from governance_core.domain.sensitive_values import (
     SplitValues,
     keep_values,
@@ -43,6 +50,7 @@ __all__ = [
     "SORTABLE",
     "STATUSES",
     "alert_details",
+    "prepare_raise",
 ]
 
 SEVERITIES = ("critical", "error", "warning", "info")
@@ -55,7 +63,26 @@ def alert_details(alert: Alert) -> dict[str, Any]:
     return view_of(alert, "alert")
 
 
-@operation("alerts/raise", write=True, scopes=ANY_SCOPE)
+def prepare_raise(ctx: Context, fields: Fields) -> PreparedChecks | None:
+    """Check a raise's payload against its alert schema, and render its summary, beforehand.
+
+    The payload is read as :func:`raise_operation` reads it (its sensitive values split out).
+    """
+    instance_id = fields.id("agent_instance_id", required=True)
+    name = fields.str("name", required=True, max_length=NAME_MAX)
+    payload = fields.object("payload") or {}
+    if fields.bool("payload_sensitive_encoding"):
+        payload, _ = split_member(fields, "payload", payload)
+    if fields.errors or instance_id is None or name is None:
+        return None
+    return prepare_checks(ctx, instance_id, lambda schema_version: {
+        (ALERT_SCHEMAS, name): system_checks(
+            entry_in(schema_version, ALERT_SCHEMAS, name), payload
+        ),
+    })
+
+
+@operation("alerts/raise", write=True, scopes=ANY_SCOPE, prepare=prepare_raise)
 def raise_operation(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Raise an alert on a run (one per name: created, updated or raised again)."""
     instance = read_instance_ref(ctx, fields)
@@ -69,8 +96,10 @@ def raise_operation(ctx: Context, fields: Fields) -> dict[str, Any]:
         payload, values = split_member(fields, "payload", payload)
     fields.done()
     assert instance is not None and name is not None and severity is not None
+    prepared = ctx.prepared if isinstance(ctx.prepared, PreparedChecks) else None
     written = raise_alert(
-        ctx, instance, name, severity, payload, raised_at=raised_at, sensitive_encoding=sensitive
+        ctx, instance, name, severity, payload, raised_at=raised_at,
+        sensitive_encoding=sensitive, prepared=prepared,
     )
     # Values kept for an earlier payload of the alert are replaced, or forgotten.
     keep_values(ctx, written.alert.id, {"payload": values})

@@ -9,6 +9,9 @@ With ``sensitive_encoding`` true, the values of a payload's ``$sensitive`` marke
 apart as for spans and alerts (decisions 11): the run and its quality span store the markers
 without ``value``; the values are kept for the run under :func:`quality_member` of the name and
 put back only by single-run reads of account tokens.
+
+Each payload's check (and summary) is made before the operation's transaction opens
+(:func:`prepare_record` and :func:`prepare_update`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,14 @@ from __future__ import annotations
 from typing import Any
 
 from governance_core.context import Context
-from governance_core.domain.runs import NAME_MAX, system_span
+from governance_core.domain.runs import (
+    NAME_MAX,
+    PreparedChecks,
+    entry_in,
+    prepare_checks,
+    system_checks,
+    system_span,
+)
 from governance_core.domain.sensitive_values import (
     SplitValues,
     keep_values,
@@ -30,7 +40,9 @@ from governance_core.operations.agent_instances import instance_details, load_in
 from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Record
 
-__all__ = ["set_quality"]
+__all__ = ["prepare_record", "prepare_update", "set_quality"]
+
+QUALITY_SCHEMAS = "quality_schemas"
 
 
 def _split(
@@ -49,12 +61,17 @@ def _split(
 
 
 def set_quality(
-    ctx: Context, instance: Record, name: str, payload: dict[str, Any] | None
+    ctx: Context,
+    instance: Record,
+    name: str,
+    payload: dict[str, Any] | None,
+    prepared: PreparedChecks | None = None,
 ) -> Record:
     """Set (or, with ``payload`` None, remove) the run's quality payload ``name``.
 
-    Writes the quality-purpose span that records it, in the caller's transaction; returns
-    the instance as stored.
+    Writes the quality-purpose span that records it, in the caller's transaction (its
+    checks taken from ``prepared`` when it holds them for this run); returns the instance as
+    stored.
     """
     payloads = dict(instance.get("quality_payloads") or {})
     if payload is None:
@@ -63,19 +80,30 @@ def set_quality(
         payloads[name] = payload
     return system_span(
         ctx, {**instance, "quality_payloads": payloads}, purpose="quality",
-        group="quality_schemas", name=name, payload=payload or {},
+        group=QUALITY_SCHEMAS, name=name, payload=payload or {},
         result_payload={"event": "removed" if payload is None else "recorded"}, at=ctx.now,
+        prepared=prepared,
     )
 
 
-@operation("agent_instances/record_quality", write=True, scopes=ANY_SCOPE)
-def record_quality(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """Record a quality payload on a run.
+def _prepare(
+    ctx: Context, instance_id: str | None, payloads: dict[str, dict[str, Any] | None]
+) -> PreparedChecks | None:
+    """The checks of the quality spans ``payloads`` (by name) will write, made beforehand."""
+    if instance_id is None:
+        return None
+    return prepare_checks(ctx, instance_id, lambda schema_version: {
+        (QUALITY_SCHEMAS, name): system_checks(
+            entry_in(schema_version, QUALITY_SCHEMAS, name), payload or {}
+        )
+        for name, payload in payloads.items()
+    })
 
-    The body is ``{name, payload, sensitive_encoding?}`` (``payload: null`` removes the
-    name), or a bare quality schema name (payload ``{}``).
-    """
-    instance = load_instance(ctx, fields.raw("agent_instance_id"))
+
+def _record_members(
+    fields: Fields,
+) -> tuple[str | None, dict[str, Any] | None, SplitValues]:
+    """A record's quality name and payload (as stored, and its sensitive values)."""
     payload: dict[str, Any] | None
     if fields.body is not None:
         bare = fields.body
@@ -88,21 +116,22 @@ def record_quality(ctx: Context, fields: Fields) -> dict[str, Any]:
         removing = fields.has("payload") and fields.raw("payload") is None
         payload = None if removing else fields.object("payload") or {}
     payload, values = _split(fields, ("payload",), payload, fields.bool("sensitive_encoding"))
-    fields.done()
-    assert name is not None
-    stored = set_quality(ctx, instance, name, payload)
-    keep_values(ctx, instance["id"], {quality_member(name): values})
-    return details_envelope(instance_details(ctx, stored))
+    return name, payload, values
 
 
-@operation("agent_instances/update", write=True, scopes=ANY_SCOPE)
-def update_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
-    """Update a run's quality payloads (the clients' older form).
+def prepare_record(ctx: Context, fields: Fields) -> PreparedChecks | None:
+    """Check a record's payload against its quality schema before the transaction opens."""
+    instance_id = fields.raw("agent_instance_id")
+    name, payload, _ = _record_members(fields)
+    if fields.errors or name is None or not isinstance(instance_id, str):
+        return None
+    return _prepare(ctx, instance_id, {name: payload})
 
-    ``quality_payload`` maps names to payloads, merged into the run's; a null payload removes
-    its name. ``sensitive_encoding`` applies to every payload of the map.
-    """
-    instance = load_instance(ctx, fields.raw("agent_instance_id"))
+
+def _update_members(
+    fields: Fields,
+) -> dict[str, tuple[dict[str, Any] | None, SplitValues]]:
+    """An update's payloads by quality name (as stored, and their sensitive values)."""
     changes: dict[str, Any] = fields.object("quality_payload") or {}
     for name, payload in changes.items():
         if not name.strip() or len(name) > NAME_MAX:
@@ -112,13 +141,56 @@ def update_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
         elif payload is not None and not isinstance(payload, dict):
             fields.errors.invalid(("quality_payload", name), "a quality payload must be an object")
     sensitive = fields.bool("sensitive_encoding")
-    split = {
+    return {
         name: _split(fields, ("quality_payload", name), payload, sensitive)
         for name, payload in changes.items()
         if payload is None or isinstance(payload, dict)
     }
+
+
+def prepare_update(ctx: Context, fields: Fields) -> PreparedChecks | None:
+    """Check an update's payloads against their quality schemas before the transaction opens."""
+    instance_id = fields.raw("agent_instance_id")
+    split = _update_members(fields)
+    if fields.errors or not isinstance(instance_id, str):
+        return None
+    return _prepare(ctx, instance_id, {name: payload for name, (payload, _) in split.items()})
+
+
+def _prepared(ctx: Context) -> PreparedChecks | None:
+    return ctx.prepared if isinstance(ctx.prepared, PreparedChecks) else None
+
+
+@operation(
+    "agent_instances/record_quality", write=True, scopes=ANY_SCOPE, prepare=prepare_record
+)
+def record_quality(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Record a quality payload on a run.
+
+    The body is ``{name, payload, sensitive_encoding?}`` (``payload: null`` removes the
+    name), or a bare quality schema name (payload ``{}``).
+    """
+    instance = load_instance(ctx, fields.raw("agent_instance_id"))
+    name, payload, values = _record_members(fields)
     fields.done()
+    assert name is not None
+    stored = set_quality(ctx, instance, name, payload, _prepared(ctx))
+    keep_values(ctx, instance["id"], {quality_member(name): values})
+    return details_envelope(instance_details(ctx, stored))
+
+
+@operation("agent_instances/update", write=True, scopes=ANY_SCOPE, prepare=prepare_update)
+def update_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Update a run's quality payloads (the clients' older form).
+
+    ``quality_payload`` maps names to payloads, merged into the run's; a null payload removes
+    its name. ``sensitive_encoding`` applies to every payload of the map.
+    """
+    instance = load_instance(ctx, fields.raw("agent_instance_id"))
+    split = _update_members(fields)
+    fields.done()
+    prepared = _prepared(ctx)
     for name, (payload, values) in split.items():
-        instance = set_quality(ctx, instance, name, payload)
+        instance = set_quality(ctx, instance, name, payload, prepared)
         keep_values(ctx, instance["id"], {quality_member(name): values})
     return details_envelope(instance_details(ctx, instance))

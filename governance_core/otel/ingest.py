@@ -14,6 +14,12 @@ idempotency key derived from the OTel ids, so an export sent again after it was 
 stores only what its earlier attempts did not: the spans they stored are found by their
 idempotency records (read a step's worth in one query, and compared with what is sent, so a
 span sent again with other content is still refused), and nothing is stored twice.
+
+Before each step's transaction opens, the payloads of the spans it will write are checked
+against the schema version their run has, or will have once registered (the one of the
+agent version the trace names), and their summaries rendered
+(:meth:`_Recorder.prepare_ahead`): the step's transaction holds the store's writer for the
+writes only. A span whose run turns out to have another schema version is checked in it.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
+from governance_core.fields import Fields
 from governance_core.idempotency import fingerprint, record_id
+from governance_core.operations.agent_spans import prepare_create_for
 from governance_core.otel.idle import end_idle_runs
 from governance_core.otel.mapping import (
     MappingSettings,
@@ -44,7 +52,7 @@ from governance_core.otel.mapping import (
 )
 from governance_core.otel.model import Rejection, Span
 from governance_core.service import Governance
-from governance_core.storage.protocol import Filter
+from governance_core.storage.protocol import Filter, Record
 
 if TYPE_CHECKING:
     from governance_core.context import Principal
@@ -164,7 +172,7 @@ def ingest(
     steps = steps or ExportSteps()
     groups, rejected = group_spans(spans)
     total = sum(len(group.spans) for group in groups)
-    recorder = _Recorder(governance, principal, settings)
+    recorder = _Recorder(governance, principal, settings, groups)
     work = itertools.chain.from_iterable(recorder.record(group) for group in groups)
     finished = False
     while not finished:
@@ -180,6 +188,7 @@ def ingest(
             )
         before = (recorder.accepted, recorder.new, recorder.done)
         began = steps.timer()
+        recorder.prepare_ahead(steps.max_spans)
         try:
             with governance.transaction():
                 # The step's time starts once it holds the store, not while it waits for it.
@@ -235,6 +244,19 @@ def _key(*parts: str) -> str:
     return "otel-" + "-".join(parts)
 
 
+@attrs.frozen
+class _Planned:
+    """A span's create members (ids left out) and checks, made before its step's transaction.
+
+    ``declared`` is the span types they were mapped with: the create uses them only if its
+    run declares the same.
+    """
+
+    members: dict[str, Any]
+    declared: frozenset[str]
+    prepared: object
+
+
 class _Recorder:
     """One export's writes; lookups of agents and environments are shared across its runs.
 
@@ -243,7 +265,11 @@ class _Recorder:
     """
 
     def __init__(
-        self, governance: Governance, principal: Principal, settings: MappingSettings
+        self,
+        governance: Governance,
+        principal: Principal,
+        settings: MappingSettings,
+        groups: Iterable[TraceGroup] = (),
     ) -> None:
         self.governance = governance
         self.principal = principal
@@ -260,9 +286,21 @@ class _Recorder:
         self._agents: dict[str, str] = {}
         self._environments: dict[str, str] = {}
         self._declared: dict[str, frozenset[str]] = {}
+        # Every span of the export in the order it is written, and how far they are planned.
+        self._spans = [(group, span) for group in groups for span in group.spans]
+        self._ahead = 0
+        self._planned: dict[tuple[str, str], _Planned] = {}
+        # By trace id: the schema version id its run has or is expected to have; by agent and
+        # version: the version's schema version id (each once known).
+        self._expected: dict[str, str] = {}
+        self._version_schemas: dict[tuple[str, str], str] = {}
 
-    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
-        return self.governance.call(operation, params, principal=self.principal)
+    def call(
+        self, operation: str, params: dict[str, Any], prepared: object = None
+    ) -> dict[str, Any]:
+        return self.governance.call(
+            operation, params, principal=self.principal, prepared=prepared
+        )
 
     def read(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         return self.governance.call(operation, params, principal=self.reader)
@@ -285,6 +323,8 @@ class _Recorder:
             self.done += len(group.spans)
             return
         self.run_ids.append(run["id"])
+        if run.get("agent_schema_version_id"):
+            self._expected[group.trace_id] = run["agent_schema_version_id"]
         read_in = self.step
         declared = self.declared_types(run)
         ids: dict[str, str] = {}
@@ -308,6 +348,66 @@ class _Recorder:
                 "timestamp": timestamp(root.end_time_unix_nano),
                 "idempotency_key": _key("finish", run["id"]),
             })
+
+    def prepare_ahead(self, count: int) -> None:
+        """Map and check the next ``count`` spans to write, outside any transaction.
+
+        Each span is checked against the schema version its run has, or (not registered
+        yet) the one its agent version has; a trace whose schema version cannot be told
+        without writing (a new agent or version) is checked in its step.
+        """
+        if self.principal.scope not in self.governance.registry[_CREATE].scopes:
+            return
+        start, end = max(self._ahead, self.done), min(self.done + count, len(self._spans))
+        ctx = self.governance.context(self.principal)
+        # Looked up once a step for a trace whose schema version is not known yet: a later
+        # step may find it (the agent and its version made by an earlier step).
+        expected: dict[str, Record | None] = {}
+        for group, span in self._spans[start:end]:
+            if group.trace_id not in expected:
+                expected[group.trace_id] = self.expected_schema_version(group)
+            schema_version = expected[group.trace_id]
+            if schema_version is None:
+                continue
+            declared = frozenset(schema_version.get("span_type_schemas") or ())
+            members = span_members(
+                span, span_id="", parent_id=None, settings=self.settings, declared=declared,
+            )
+            prepared = prepare_create_for(ctx, Fields(members), schema_version)
+            if prepared is not None:
+                self._planned[(span.trace_id, span.span_id)] = _Planned(
+                    members, declared, prepared
+                )
+        self._ahead = max(self._ahead, end)
+
+    def expected_schema_version(self, group: TraceGroup) -> Record | None:
+        """The schema version the trace's run has, or will have when registered; else None."""
+        schema_version_id = self._expected.get(group.trace_id) or self._expected_id(group)
+        if schema_version_id is None:
+            return None
+        self._expected[group.trace_id] = schema_version_id
+        return self.governance.caches.schema_version(self.governance.store, schema_version_id)
+
+    def _expected_id(self, group: TraceGroup) -> str | None:
+        target = group.target
+        if self.principal.is_ingestion:
+            agent_id = self.principal.agent_id
+        else:
+            agent_id = self._agents.get(target.agent) or self._find_agent(target.agent)
+        if agent_id is None:
+            return None
+        found = self.call("agent_instances/list", {
+            **_PAGE, "agent_id": agent_id, "external_identifier": group.trace_id,
+        })["summaries"]
+        if found:
+            return str(found[0]["agent_schema_version_id"])
+        key = (agent_id, target.version)
+        if key not in self._version_schemas:
+            version = self._find_version(agent_id, target.version)
+            if version is None:
+                return None
+            self._version_schemas[key] = str(version["agent_schema_version_id"])
+        return self._version_schemas[key]
 
     def declared_types(self, run: dict[str, Any]) -> frozenset[str]:
         """The span types the run's schema version declares (read once per export)."""
@@ -365,9 +465,16 @@ class _Recorder:
         parent_id = None if is_root(span) else self.span_id(
             run_id, span.parent_span_id, span.trace_id, ids
         )
-        members = span_members(
-            span, span_id=span_id, parent_id=parent_id, settings=self.settings, declared=declared,
-        )
+        planned = self._planned.pop((span.trace_id, span.span_id), None)
+        prepared = None
+        if planned is not None and planned.declared == declared:
+            members = {**planned.members, "id": span_id, "parent_span_id": parent_id}
+            prepared = planned.prepared
+        else:
+            members = span_members(
+                span, span_id=span_id, parent_id=parent_id, settings=self.settings,
+                declared=declared,
+            )
         create = {**members, "agent_instance_id": run_id, "idempotency_key": _key(span_id)}
         before = stored.get(span_id)
         if before is not None and before == fingerprint(_CREATE, create):
@@ -379,7 +486,7 @@ class _Recorder:
             # A span and its evaluations stand or fall together: the inner block is a
             # savepoint of the step's transaction.
             with self.governance.transaction():
-                self.call(_CREATE, create)
+                self.call(_CREATE, create, prepared)
                 for index, (name, payload) in enumerate(quality_records(span, span_id)):
                     self.call("agent_instances/record_quality", {
                         "agent_instance_id": run_id, "name": name, "payload": payload,
@@ -420,9 +527,9 @@ class _Recorder:
             assert self.principal.agent_id is not None
             return self.principal.agent_id
         if target.agent not in self._agents:
-            found = self.read("agents/list", {**_PAGE, "external_identifier": target.agent})
-            if found["summaries"]:
-                self._agents[target.agent] = found["summaries"][0]["id"]
+            found = self._find_agent(target.agent)
+            if found is not None:
+                self._agents[target.agent] = found
             else:
                 made = self.call("agents/create", {
                     "name": target.agent, "external_identifier": target.agent,
@@ -431,21 +538,29 @@ class _Recorder:
                 self._agents[target.agent] = made["details"]["id"]
         return self._agents[target.agent]
 
+    def _find_agent(self, name: str) -> str | None:
+        """The agent whose external identifier is ``name``, if there is one."""
+        found = self.read("agents/list", {**_PAGE, "external_identifier": name})["summaries"]
+        return str(found[0]["id"]) if found else None
+
     def version_known(self, agent_id: str, group: TraceGroup) -> bool:
         """Whether the agent already has the version (then its own schemas are kept)."""
+        return self._find_version(agent_id, group.target.version) is not None
+
+    def _find_version(self, agent_id: str, external_identifier: str) -> dict[str, Any] | None:
+        """The agent's version ``external_identifier``, if there is one."""
         offset = 0
         while True:
             page = self.read("agent_versions/list", {
                 "agent_id": agent_id, "pagination": {"offset": offset, "page_size": 100},
             })
-            if any(
-                version["external_identifier"] == group.target.version
-                for version in page["summaries"]
-            ):
-                return True
+            for version in page["summaries"]:
+                if version["external_identifier"] == external_identifier:
+                    found: dict[str, Any] = version
+                    return found
             offset = page["pagination"]["next_page_offset"]
             if offset is None:
-                return False
+                return None
 
     def environment_id(self, name: str) -> str:
         """The environment whose external identifier (else name) is ``name``; made if none."""
