@@ -21,10 +21,14 @@ or one indexed filter answers them:
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections.abc import Collection, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
+
+import attrs
 
 from governance_core.clock import format_timestamp
 from governance_core.context import Context
@@ -34,26 +38,50 @@ from governance_core.domain.risk import (
     run_total_score,
     span_type_data_risks,
 )
+from governance_core.domain.runs import bucket_bound
 from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.cost import PricingCatalogue, cost_breakdown
-from governance_core.rules.risk import is_assessable, risk_level
+from governance_core.rules.risk import RISK_LEVELS, is_assessable, risk_level
 from governance_core.rules.states import SPAN, states
 from governance_core.rules.templates import render_template
 from governance_core.rules.token_groups import stored_token_groups
-from governance_core.storage.protocol import GroupBy
+from governance_core.storage.protocol import GroupBy, SortKey
 
 __all__ = [
+    "ANCESTORS_READ",
+    "FAILED_SPANS_TRACED",
     "RUN_GROUPS",
+    "RUN_ROLLUPS",
+    "RUN_SORTS",
+    "RunFilter",
+    "child_counts",
     "count_run_spans",
+    "failed_span_ancestors",
     "instance_cost",
     "keep_risk_level",
+    "keep_run_models",
     "keep_total_cost",
+    "list_runs",
+    "run_filters",
     "quality_summaries",
     "rescore_runs",
     "run_insights",
     "run_risk_level",
     "run_totals",
+    "run_trends",
 ]
+
+FAILED_SPANS_TRACED = 500
+"""The most failed spans of a run :func:`failed_span_ancestors` traces (the first in time)."""
+
+ANCESTORS_READ = 2000
+"""The most ancestor spans :func:`failed_span_ancestors` reads for one run."""
+
+RUN_ROLLUPS = (
+    "risk_level", "total_cost", "started_day", "duration_ms", "duration_bucket", "span_total",
+    "quality_score",
+)
+"""A run's stored rollups: fields of the store for figures over many runs, not of its view."""
 
 RUN_GROUPS: dict[str, GroupBy] = {
     "day": GroupBy("started_at", day=True),
@@ -130,17 +158,61 @@ def run_risk_level(
 
 
 def keep_total_cost(ctx: Context, before: Record, after: Record) -> Record:
-    """Return the run ``after`` a span write with its ``total_cost`` kept.
+    """Return the run ``after`` a span write with ``total_cost`` and ``span_total`` kept.
 
-    The cost is priced again only when the write moved the run's token usage (or the run has
-    usage and no cost kept yet).
+    ``span_total`` follows ``span_counts.total`` (the run is written by the span write
+    anyway). The cost is priced again only when the write moved the run's token usage (or
+    the run has usage and no cost kept yet); then the run's ``run_models`` rows follow too
+    (:func:`keep_run_models`).
     """
+    total_spans = (after.get("span_counts") or {}).get("total")
+    if total_spans is not None and after.get("span_total") != total_spans:
+        after = {**after, "span_total": total_spans}
     groups = after.get("token_groups")
     if groups == before.get("token_groups") and ("total_cost" in after or not groups):
         return after
+    keep_run_models(ctx, before, after)
     cost = instance_cost(after, ctx.config.pricing)
     total = None if cost is None else cost["total_cost"]
     return {**after, "total_cost": None if total is None else float(total)}
+
+
+def _model_row_id(run_id: str, group: Mapping[str, Any]) -> str:
+    key = f"{group['model_name']}\0{group.get('provider') or ''}".encode()
+    return f"{run_id}.{hashlib.sha256(key).hexdigest()[:24]}"
+
+
+def keep_run_models(ctx: Context, before: Record, after: Record) -> None:
+    """Write the ``run_models`` rows of the run ``after``: one per stored token group.
+
+    A row holds the group's tokens and cost (priced as ``total_cost`` is) under the run's
+    agent, environment and ``started_day``; a group the write dropped loses its row. Only
+    groups the write changed are written: usually one row, on span writes that report usage.
+    """
+    old = {_model_row_id(before["id"], group): group for group in before.get("token_groups") or []}
+    now = format_timestamp(ctx.now)
+    kept = set()
+    for group in after.get("token_groups") or []:
+        row_id = _model_row_id(after["id"], group)
+        kept.add(row_id)
+        started = after.get("started_at")
+        if old.get(row_id) == group and before.get("started_at") == started:
+            continue
+        priced = cost_breakdown(stored_token_groups({"token_groups": [group]}), ctx.config.pricing)
+        cost = priced["total_cost"]
+        ctx.store.put("run_models", {
+            "id": row_id, "account_id": after["account_id"], "inserted_at": now,
+            "agent_instance_id": after["id"], "agent_id": after["agent_id"],
+            "environment_id": after["environment_id"],
+            # The stored timestamp's UTC date, as the run's started_day.
+            "started_day": None if started is None else started[:10],
+            "model_name": group["model_name"], "provider": group.get("provider"),
+            "input_tokens": int(group.get("input") or 0),
+            "output_tokens": int(group.get("output") or 0),
+            "cost": None if cost is None else float(cost),
+        })
+    for row_id in old.keys() - kept:
+        ctx.store.delete("run_models", row_id)
 
 
 def keep_risk_level(
@@ -246,3 +318,333 @@ def count_run_spans(ctx: Context, instance_id: str) -> int:
         tenant_filter(ctx.account_id), Filter("agent_instance_id", "eq", instance_id),
         Filter("status", "in", list(states(SPAN))),
     ])
+
+
+def child_counts(ctx: Context, span_ids: Collection[str]) -> dict[str, int]:
+    """How many child spans each of the caller's spans ``span_ids`` has (absent: none).
+
+    One grouped query of the index of spans by parent, whatever the number of children.
+    """
+    if not span_ids:
+        return {}
+    rows = ctx.store.aggregate("agent_spans", [GroupBy("parent_span_id")], [], [
+        tenant_filter(ctx.account_id), Filter("parent_span_id", "in", sorted(span_ids)),
+    ])
+    return {str(row.key[0]): row.count for row in rows}
+
+
+def failed_span_ancestors(ctx: Context, instance_id: str) -> tuple[frozenset[str], bool]:
+    """The spans of the caller's run ``instance_id`` that have a failed span below them.
+
+    The run's failed spans come from the index of spans by status, run and start (the first
+    :data:`FAILED_SPANS_TRACED` of them); their parent chains are read one span at a time,
+    each span once, at most :data:`ANCESTORS_READ` spans. The flag says whether a bound
+    stopped the walk (some ancestors may then be missing).
+    """
+    failed = ctx.store.query(
+        "agent_spans",
+        [tenant_filter(ctx.account_id), Filter("status", "eq", "failed"),
+         Filter("agent_instance_id", "eq", instance_id)],
+        sort=[SortKey("started_at")], limit=FAILED_SPANS_TRACED + 1,
+    )
+    stopped = len(failed) > FAILED_SPANS_TRACED
+    ancestors: set[str] = set()
+    reads = 0
+    for record in failed[:FAILED_SPANS_TRACED]:
+        parent = record.get("parent_span_id")
+        while isinstance(parent, str) and parent not in ancestors:
+            if reads >= ANCESTORS_READ:
+                return frozenset(ancestors), True
+            reads += 1
+            ancestors.add(parent)
+            above = ctx.store.get("agent_spans", parent)
+            if above is None or above.get("account_id") != ctx.account_id:
+                break
+            parent = above.get("parent_span_id")
+    return frozenset(ancestors), stopped
+
+
+RUN_SORTS: dict[str, str | None] = {
+    "started_at": "started_at",
+    "duration": "duration_ms",
+    "cost": "total_cost",
+    "spans": "span_total",
+    "risk": None,
+}
+"""What :func:`list_runs` sorts by, and the stored field each sort reads (risk: its level)."""
+
+
+
+@attrs.frozen
+class RunFilter:
+    """What :func:`list_runs` and :func:`run_trends` keep of the caller's runs.
+
+    ``agent_ids`` None means any agent (an empty tuple matches no run);
+    ``started_from`` and ``started_before`` bound ``started_at`` (the first inclusive, the
+    second not; a run not started has none and is left out by either);
+    ``external_id_prefix`` keeps runs whose external identifier starts with it (code points,
+    case-sensitive: an index range, not a scan); ``score_min`` and ``score_max`` bound the
+    run's quality score (both inclusive; a run without one is left out by either).
+    """
+
+    agent_ids: tuple[str, ...] | None = None
+    environment_id: str | None = None
+    status: str | None = None
+    purpose: str | None = None
+    risk_level: str | None = None
+    started_from: datetime | None = None
+    started_before: datetime | None = None
+    external_id_prefix: str | None = None
+    score_min: float | None = None
+    score_max: float | None = None
+
+
+def _after_prefix(prefix: str) -> str | None:
+    """The least text above every text starting with ``prefix`` (None when there is none)."""
+    while prefix:
+        last = ord(prefix[-1]) + 1
+        if last == 0xD800:  # surrogates are no text: skip over them
+            last = 0xE000
+        if last <= 0x10FFFF:
+            return prefix[:-1] + chr(last)
+        prefix = prefix[:-1]
+    return None
+
+
+def _reach(ctx: Context) -> list[Filter]:
+    conditions = [tenant_filter(ctx.account_id)]
+    principal = ctx.principal
+    if principal is not None and principal.is_ingestion:
+        conditions += [
+            Filter("agent_id", "eq", principal.agent_id),
+            Filter("environment_id", "eq", principal.environment_id),
+        ]
+    return conditions
+
+
+def run_filters(ctx: Context, chosen: RunFilter) -> list[Filter]:
+    """The store's filters for ``chosen`` over the runs the caller may see."""
+    conditions = _reach(ctx)
+    if chosen.agent_ids is not None:
+        conditions.append(Filter("agent_id", "in", sorted(chosen.agent_ids)))
+    for field in ("environment_id", "status", "purpose", "risk_level"):
+        value = getattr(chosen, field)
+        if value is not None:
+            conditions.append(Filter(field, "eq", value))
+    if chosen.started_from is not None:
+        conditions.append(Filter("started_at", "ge", format_timestamp(chosen.started_from)))
+    if chosen.started_before is not None:
+        conditions.append(Filter("started_at", "lt", format_timestamp(chosen.started_before)))
+    if chosen.score_min is not None:
+        conditions.append(Filter("quality_score", "ge", float(chosen.score_min)))
+    if chosen.score_max is not None:
+        conditions.append(Filter("quality_score", "le", float(chosen.score_max)))
+    if chosen.external_id_prefix:
+        conditions.append(Filter("external_identifier", "ge", chosen.external_id_prefix))
+        above = _after_prefix(chosen.external_id_prefix)
+        if above is not None:
+            conditions.append(Filter("external_identifier", "lt", above))
+    return conditions
+
+
+def list_runs(
+    ctx: Context,
+    chosen: RunFilter,
+    *,
+    sort: str = "started_at",
+    descending: bool = True,
+    offset: int = 0,
+    limit: int = 25,
+) -> tuple[list[Record], int]:
+    """One page of the caller's runs that ``chosen`` keeps, in ``sort`` order, and their count.
+
+    ``sort`` is a key of :data:`RUN_SORTS`; runs without the sorted value (not finished, no
+    priced usage, no level) come last either way, and ties go newest start first. Every sort
+    is one store query of a stored field, run for the runs with a value and then (once a
+    page reaches them) for those without; ``risk`` orders by level (critical above low),
+    one query per level the page reaches. A level or part the page starts beyond is
+    counted; the total always is.
+    """
+    if sort not in RUN_SORTS:
+        raise ValueError(f"runs cannot be sorted by {sort!r}")
+    filters = run_filters(ctx, chosen)
+    newest = SortKey("started_at", descending=True, nulls="last")
+    field = RUN_SORTS[sort]
+    if field is not None:
+        # The runs with a value first, then those without: each part is ordered by an index
+        # either way (``NULLS LAST`` on an ascending key would make SQLite sort every row).
+        total = ctx.store.count("agent_instances", filters)
+        valued = [*filters, Filter(field, "ne", None)]
+        keys = [SortKey(field, descending=descending)]
+        if field != "started_at":
+            keys.append(SortKey("started_at", descending=True))
+        rows = ctx.store.query("agent_instances", valued, keys, offset, limit)
+        if len(rows) < limit and total > offset + len(rows):
+            # Past the runs with a value: how many there are is known from this page, or
+            # (a page past all of them) counted.
+            held = (
+                offset + len(rows) if rows else ctx.store.count("agent_instances", valued)
+            )
+            rows += ctx.store.query(
+                "agent_instances", [*filters, Filter(field, "eq", None)],
+                [] if field == "started_at" else [newest],
+                max(0, offset - held), limit - len(rows),
+            )
+        return rows, total
+    total = ctx.store.count("agent_instances", filters)
+    order = [*(reversed(RISK_LEVELS) if descending else RISK_LEVELS), None]
+    page: list[Record] = []
+    skip = offset
+    for level in order:
+        if len(page) >= limit or offset + len(page) >= total:
+            break
+        at_level = [*filters, Filter("risk_level", "eq", level)]
+        got = ctx.store.query("agent_instances", at_level, [newest], skip, limit - len(page))
+        if got:
+            page += got
+            skip = 0
+        elif skip:
+            # This level ends before the page starts: only a page past it counts it.
+            skip -= ctx.store.count("agent_instances", at_level)
+    return page, total
+
+
+FINISHED = ("complete", "failed", "cancelled", "terminated")
+"""The statuses of a finished run: the error rate's denominator."""
+
+
+def _percentile(buckets: Mapping[int, int], share: float) -> float | None:
+    """The nearest-rank ``share`` percentile of counted duration buckets, as a bucket bound."""
+    held = sum(buckets.values())
+    if held == 0:
+        return None
+    rank = max(1, math.ceil(share * held))
+    for bucket in sorted(buckets):
+        rank -= buckets[bucket]
+        if rank <= 0:
+            return bucket_bound(bucket)
+    raise AssertionError("the rank lies within the counted runs")
+
+
+def run_trends(
+    ctx: Context, first_day: date, last_day: date, chosen: RunFilter = RunFilter()
+) -> dict[str, Any]:
+    """Per UTC day from ``first_day`` to ``last_day``: the figures of the trends page.
+
+    For the runs of ``chosen``'s agents and environment (its other fields are not used),
+    by the UTC day they started (``started_day``): runs per status, error rate (failed among
+    finished runs), p50 and p95 duration, cost, runs per risk level; tokens and cost per
+    model (``run_models``); the mean quality score per agent (of the runs with one, see
+    :func:`~governance_core.domain.runs.quality_score`); alerts raised per severity (by
+    ``raised_at``, of the same agents and environment). Four grouped queries answer it,
+    whatever the number of runs, from indexes alone (no run record is read).
+
+    Durations are those of runs with a start and a finish, counted in buckets 2% wide
+    (:func:`~governance_core.domain.runs.duration_bucket`): a percentile is the upper bound
+    of the bucket holding the nearest-rank run, never below that run's exact duration and at
+    most 2% above it. Returns ``{"days": [...], "models": [...]}``; each day holds ``day``
+    (ISO date), ``runs``, ``statuses``, ``error_rate`` (None without finished runs),
+    ``p50_ms``, ``p95_ms``, ``total_cost`` (Decimal or None), ``risk``, ``models``
+    (``{name: {"input", "output", "cost"}}``), ``quality`` (``{agent_id: {"runs", "mean"}}``)
+    and ``alerts`` (per severity).
+    """
+    conditions = [
+        *run_filters(ctx, RunFilter(agent_ids=chosen.agent_ids,
+                                    environment_id=chosen.environment_id)),
+        Filter("started_day", "ge", first_day.isoformat()),
+        Filter("started_day", "le", last_day.isoformat()),
+    ]
+    days: dict[str, dict[str, Any]] = {}
+    for offset in range((last_day - first_day).days + 1):
+        name = (first_day + timedelta(days=offset)).isoformat()
+        days[name] = {
+            "day": name, "runs": 0, "statuses": {}, "total_cost": None, "risk": {},
+            "models": {}, "alerts": {}, "durations": {}, "quality": {},
+        }
+    by_day = GroupBy("started_day")
+    for row in ctx.store.aggregate(
+        "agent_instances",
+        [by_day, GroupBy("status"), GroupBy("duration_bucket"), GroupBy("risk_level")],
+        ["total_cost"], conditions,
+    ):
+        entry = days[row.key[0]]
+        status, bucket, level = row.key[1:]
+        entry["runs"] += row.count
+        entry["statuses"][status] = entry["statuses"].get(status, 0) + row.count
+        if bucket is not None:
+            entry["durations"][bucket] = entry["durations"].get(bucket, 0) + row.count
+        if level is not None:
+            entry["risk"][level] = entry["risk"].get(level, 0) + row.count
+        if row.sums[0] is not None:
+            entry["total_cost"] = (entry["total_cost"] or Decimal(0)) + Decimal(repr(row.sums[0]))
+    models: set[str] = set()
+    for row in ctx.store.aggregate(
+        "run_models", [by_day, GroupBy("model_name")],
+        ["input_tokens", "output_tokens", "cost"], conditions,
+    ):
+        models.add(row.key[1])
+        days[row.key[0]]["models"][row.key[1]] = {
+            "input": row.sums[0] or 0, "output": row.sums[1] or 0,
+            "cost": None if row.sums[2] is None else Decimal(repr(row.sums[2])),
+        }
+    for row in ctx.store.aggregate(
+        "agent_instances", [by_day, GroupBy("agent_id")], ["quality_score"],
+        [*conditions, Filter("quality_score", "ne", None)],
+    ):
+        days[row.key[0]]["quality"][row.key[1]] = {
+            "runs": row.count, "mean": float(row.sums[0] or 0) / row.count,
+        }
+    start = datetime.combine(first_day, time(0), tzinfo=UTC)
+    end = datetime.combine(last_day + timedelta(days=1), time(0), tzinfo=UTC)
+    for row in ctx.store.aggregate(
+        "alerts", [GroupBy("raised_at", day=True), GroupBy("severity")], (),
+        _alert_filters(ctx, chosen, start, end),
+    ):
+        days[row.key[0]]["alerts"][row.key[1]] = row.count
+    for entry in days.values():
+        finished = sum(entry["statuses"].get(status, 0) for status in FINISHED)
+        failed = entry["statuses"].get("failed", 0)
+        entry["error_rate"] = failed / finished if finished else None
+        durations = entry.pop("durations")
+        entry["p50_ms"] = _percentile(durations, 0.50)
+        entry["p95_ms"] = _percentile(durations, 0.95)
+    return {"days": list(days.values()), "models": sorted(models)}
+
+
+def _alert_filters(
+    ctx: Context, chosen: RunFilter, start: datetime, end: datetime
+) -> list[Filter]:
+    conditions = _reach(ctx)
+    if chosen.agent_ids is not None:
+        conditions.append(Filter("agent_id", "in", sorted(chosen.agent_ids)))
+    if chosen.environment_id is not None:
+        conditions.append(Filter("environment_id", "eq", chosen.environment_id))
+    conditions += [
+        Filter("raised_at", "ge", format_timestamp(start)),
+        Filter("raised_at", "lt", format_timestamp(end)),
+    ]
+    return conditions
+
+
+def run_spans_by_start(
+    ctx: Context,
+    instance_id: str,
+    *,
+    status: str | None = None,
+    schema_name: str | None = None,
+    limit: int,
+) -> list[Record]:
+    """The first ``limit`` spans of the caller's run ``instance_id`` in start order.
+
+    Narrowed to a ``status`` and a ``schema_name`` when given. One indexed read of the
+    stored records, without the count a list page makes, for the console's filters that no
+    index answers (name, duration, cost): it looks through these records itself.
+    """
+    filters = [tenant_filter(ctx.account_id), Filter("agent_instance_id", "eq", instance_id)]
+    if status is not None:
+        filters.append(Filter("status", "eq", status))
+    if schema_name is not None:
+        filters.append(Filter("schema_name", "eq", schema_name))
+    return ctx.store.query(
+        "agent_spans", filters, sort=[SortKey("started_at"), SortKey("id")], limit=limit
+    )

@@ -13,8 +13,9 @@ run goes through :func:`advance_instance`, which follows
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
+import math
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
@@ -31,22 +32,31 @@ from governance_core.rules.states import INSTANCE, SPAN, advance
 from governance_core.rules.templates import render_template
 
 __all__ = [
+    "DURATION_STEP",
     "NAME_MAX",
     "SPAN_TYPES",
+    "PreparedChecks",
     "SpanType",
     "advance_instance",
+    "bucket_bound",
     "cancel_active_spans",
     "cancelled_by_termination",
     "control",
+    "duration_bucket",
     "entry_in",
     "follow_run_activity",
     "in_reach",
+    "keep_times",
     "payload_size",
+    "prepare_checks",
     "prepared_span_type",
+    "quality_score",
     "record_span_and_agent",
+    "remember_schema_version",
     "run_schema_version",
     "schema_entry",
     "span_checks",
+    "system_checks",
     "system_span",
 ]
 
@@ -148,6 +158,79 @@ def span_checks(
         "size_bytes": size,
     }
 
+def system_checks(entry: dict[str, Any] | None, payload: dict[str, Any]) -> dict[str, Any]:
+    """Return what a quality or alert span's payload and schema entry give it.
+
+    Whether the entry is declared (an empty entry is not), the payload's check against its
+    ``schema`` and the summary its ``template`` renders from the payload.
+    """
+    if not entry:
+        return {"schema_known": False, "payload_validation": None, "summary": None}
+    return {
+        "schema_known": True,
+        "payload_validation": validate_payload(entry.get("schema"), payload),
+        "summary": render_template(entry.get("template"), payload),
+    }
+
+
+@attrs.frozen
+class PreparedChecks:
+    """Payload checks and summaries made before a write's transaction, for one schema version.
+
+    ``derived`` maps a schema entry, by its group (``span_type_schemas``, ``quality_schemas``,
+    ``alert_schemas``) and name, to what its checks give the span written for it
+    (:func:`span_checks`, :func:`system_checks`). They hold for a run registered with
+    ``schema_version_id`` only: the write asks :meth:`for_run` with the run it read in its
+    transaction, and checks the payloads itself when that answers None.
+    """
+
+    schema_version_id: str
+    derived: Mapping[tuple[str, str], dict[str, Any]]
+
+    def for_run(self, instance: Record, group: str, name: str) -> dict[str, Any] | None:
+        """What the checks of entry ``name`` of ``group`` give a span of the run ``instance``.
+
+        None when the run's schema version is not the one they were made for, or the entry
+        was not prepared.
+        """
+        if instance.get("agent_schema_version_id") != self.schema_version_id:
+            return None
+        return self.derived.get((group, name))
+
+
+def prepare_checks(
+    ctx: Context,
+    instance_id: str,
+    compute: Callable[[Record], Mapping[tuple[str, str], dict[str, Any]]],
+) -> PreparedChecks | None:
+    """Run ``compute`` on the schema version of the caller's run ``instance_id``, if known.
+
+    For an operation's ``prepare``, outside any transaction: the run's schema version id is
+    taken from :func:`remember_schema_version`'s hint, else from one read of the run (it is
+    remembered then). None when there is no such run of the caller's account.
+    """
+    def read() -> tuple[str, str] | None:
+        instance = ctx.store.get("agent_instances", instance_id)
+        if instance is None:
+            return None
+        return instance["account_id"], instance["agent_schema_version_id"]
+
+    hint = ctx.caches.run_schema_versions.get(instance_id, read)
+    if hint is None or hint[0] != ctx.account_id:
+        return None
+    schema_version = ctx.caches.schema_version(ctx.store, hint[1])
+    if schema_version is None:
+        return None
+    return PreparedChecks(schema_version["id"], compute(schema_version))
+
+
+def remember_schema_version(ctx: Context, instance: Record) -> None:
+    """Keep the run's schema version id for :func:`prepare_checks` (a run's never changes)."""
+    ctx.caches.run_schema_versions.get(
+        instance["id"], lambda: (instance["account_id"], instance["agent_schema_version_id"])
+    )
+
+
 def cancelled_by_termination(instance: Record, span: AgentSpan) -> bool:
     """Whether the run's termination cancelled ``span`` (then a finish is answered as is)."""
     terminated_at = instance.get("finished_at")
@@ -181,7 +264,13 @@ def record_span_and_agent(
     ctx.store.put("agent_spans", after_record)
     updated = apply_span(instance, None if before is None else to_record(before), after_record)
     if rollups is not None:
+        if span.purpose == ACTIVITY and updated["status"] == "pending":
+            # The span starts the run below: its rollups are kept under that start.
+            updated = {**updated, "started_at": format_timestamp(span.started_at)}
         updated = rollups(updated)
+    score = quality_score(updated.get("quality_payloads") or {})
+    if score != updated.get("quality_score"):
+        updated = {**updated, "quality_score": score}
     if span.purpose == ACTIVITY and updated["status"] == "pending":
         updated = advance_instance(ctx, updated, "span", started_at=span.started_at)
     else:
@@ -203,25 +292,28 @@ def system_span(
     payload: dict[str, Any],
     result_payload: dict[str, Any],
     at: datetime,
+    prepared: PreparedChecks | None = None,
 ) -> Record:
     """Record a quality or alert lifecycle event as a finished span of that ``purpose``.
 
     The span is named after the quality or alert schema entry ``name`` of ``group``;
     ``payload`` is checked against that entry's schema and flagged, never refused, and
-    summarised by its template. Returns the instance as stored (system spans leave its
-    aggregates alone).
+    summarised by its template (:func:`system_checks`; taken from ``prepared`` when it holds
+    them for this run). Returns the instance as stored (system spans leave its aggregates
+    alone).
     """
     entry = schema_entry(ctx, instance, group, name) or {}
-    known = bool(entry)
+    remember_schema_version(ctx, instance)
+    derived = None if prepared is None else prepared.for_run(instance, group, name)
+    if derived is None:
+        derived = system_checks(entry, payload)
     span = AgentSpan(
         id=ctx.new_id(), account_id=instance["account_id"], agent_id=instance["agent_id"],
         agent_instance_id=instance["id"], schema_name=name,
         schema_title=entry.get("title") or name, status="complete", purpose=purpose,
         started_at=at, finished_at=at, inserted_at=ctx.now, updated_at=ctx.now,
         payload=payload, result_payload=result_payload,
-        size_bytes=payload_size(payload, result_payload), schema_known=known,
-        payload_validation=validate_payload(entry.get("schema"), payload) if known else None,
-        summary=render_template(entry.get("template"), payload) if known else None,
+        size_bytes=payload_size(payload, result_payload), **derived,
     )
     return record_span_and_agent(ctx, instance, span)[0]
 
@@ -239,6 +331,62 @@ def follow_run_activity(ctx: Context, agent_id: str, run_activity: str | None) -
         ctx.store.put("agents", agent)
     return agent
 
+DURATION_STEP = 1.02
+"""The ratio of one duration bucket's upper bound to the previous one's (2% precision)."""
+
+
+def duration_bucket(milliseconds: int) -> int:
+    """The bucket of a run lasting ``milliseconds``: the least ``b`` with ``1.02**b >= ms``.
+
+    Bucket 0 holds every run of at most 1 ms; :func:`bucket_bound` gives a bucket's upper
+    bound, which is never below a duration of the bucket and at most 2% above it.
+    """
+    if milliseconds <= 1:
+        return 0
+    bucket = max(0, math.ceil(math.log(milliseconds) / math.log(DURATION_STEP)))
+    while bucket_bound(bucket) < milliseconds:
+        bucket += 1
+    while bucket > 0 and bucket_bound(bucket - 1) >= milliseconds:
+        bucket -= 1
+    return bucket
+
+
+def bucket_bound(bucket: int) -> float:
+    """The upper bound, in milliseconds, of duration bucket ``bucket``."""
+    return float(DURATION_STEP**bucket)
+
+
+def quality_score(payloads: Mapping[str, Any]) -> float | None:
+    """The run's quality score: the mean of its quality payloads' numeric ``score`` members.
+
+    None when no payload has one (a boolean or a value that is not finite is no score), as
+    the monitors read scores. Kept on the run as ``quality_score`` by every write of its
+    quality payloads, for the trends page and the runs list's score filter.
+    """
+    scores = [
+        float(payload["score"]) for payload in payloads.values()
+        if isinstance(payload, Mapping) and isinstance(payload.get("score"), int | float)
+        and not isinstance(payload.get("score"), bool) and math.isfinite(payload["score"])
+    ]
+    return sum(scores) / len(scores) if scores else None
+
+
+def keep_times(instance: AgentInstance) -> AgentInstance:
+    """The run with ``started_day``, ``duration_ms`` and ``duration_bucket`` kept.
+
+    ``started_day`` is the UTC date of ``started_at`` (``YYYY-MM-DD``); the duration stays
+    None until the run has a start and a finish (a finish before the start counts as 0 ms).
+    """
+    day = None if instance.started_at is None else instance.started_at.astimezone(UTC).date()
+    instance = attrs.evolve(instance, started_day=None if day is None else day.isoformat())
+    if instance.started_at is None or instance.finished_at is None:
+        return attrs.evolve(instance, duration_ms=None, duration_bucket=None)
+    milliseconds = max(0, (instance.finished_at - instance.started_at) // timedelta(milliseconds=1))
+    return attrs.evolve(
+        instance, duration_ms=milliseconds, duration_bucket=duration_bucket(milliseconds)
+    )
+
+
 def advance_instance(ctx: Context, record: Record, trigger: str, **changes: Any) -> Record:
     """Fire ``trigger`` on a stored instance and return the stored result.
 
@@ -249,7 +397,7 @@ def advance_instance(ctx: Context, record: Record, trigger: str, **changes: Any)
     instance = from_record(AgentInstance, record)
     status = advance(INSTANCE, instance.status, trigger, what="agent instance")
     stored = ctx.repo.instances.put(
-        attrs.evolve(instance, status=status, updated_at=ctx.now, **changes)
+        keep_times(attrs.evolve(instance, status=status, updated_at=ctx.now, **changes))
     )
     if status != instance.status:
         _move_instance_count(ctx, instance.agent_id, instance.status, status)

@@ -139,6 +139,11 @@ class AgentInstance:
     # Rollups for figures over many runs (governance_core.domain.insights), not in views.
     risk_level: str | None = None
     total_cost: float | None = None
+    started_day: str | None = None
+    duration_ms: int | None = None
+    duration_bucket: int | None = None
+    span_total: int = 0
+    quality_score: float | None = None
 
 
 @attrs.frozen

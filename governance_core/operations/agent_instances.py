@@ -13,7 +13,7 @@ from typing import Any
 
 from governance_core.context import Context
 from governance_core.converter import json_ready
-from governance_core.domain.insights import run_insights
+from governance_core.domain.insights import RUN_ROLLUPS, run_insights
 from governance_core.domain.risk import Rulesets
 from governance_core.domain.runs import advance_instance, cancel_active_spans
 from governance_core.domain.sensitive_values import may_reveal, reveal_quality
@@ -76,7 +76,7 @@ def instance_details(
     insights = json_ready(run_insights(ctx, record, rulesets))
     return model_view(
         AgentInstance, record, "agent_instance",
-        hidden=("token_groups", "risk_critical_raised", "risk_level", "total_cost"),
+        hidden=("token_groups", "risk_critical_raised", *RUN_ROLLUPS),
         span_counts=span_counts_output(record.get("span_counts") or {}),
         span_schema_counts={"by_name": record.get("span_schema_counts") or {}},
         **insights,

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from governance_core.ids import extract_partition
 from governance_core.service import Governance
 from governance_core.storage import SQLiteStore
 
@@ -41,8 +42,15 @@ def span(instance_id: str, number: int) -> dict[str, Any]:
 def statements(store: SQLiteStore) -> Iterator[list[str]]:
     """Collect the statements ``store`` runs, each as its verb and table."""
     seen: list[str] = []
+    last = [""]
 
     def note(sql: str) -> None:
+        # SQLite reports each trigger program a statement runs (the store's own, keeping its
+        # ids table and change counts) with that statement's text, bound values included: a
+        # repeat of the text just seen is the same statement, not one more.
+        if sql == last[0]:
+            return
+        last[0] = sql
         verb = sql.split()[0].upper()
         table = re.search(r"(?:FROM|INTO)\s+\[(\w+)\]", sql)
         seen.append(f"{verb} {table.group(1)}" if table else verb)
@@ -82,6 +90,10 @@ def test_a_span_create_runs_the_statements_its_rules_need() -> None:
         # A single create writes each record once, so each is written as it is put (only a
         # batch keeps its records to write them together).
         "INSERT agent_spans",
+        # The span's usage moved its model's tokens: the run's row of that model in
+        # run_models (the trends page's per-model sums) follows, its tokens being in that
+        # table's one index (the upsert that leaves indexes alone, then the full one).
+        "INSERT run_models", "INSERT run_models",
         # The span's usage moved the run's total_cost, which an index of runs holds (the
         # console's plots read it from there): the upsert that leaves indexes alone changes
         # nothing, and the full one follows.
@@ -130,3 +142,21 @@ def test_a_child_span_reads_its_parent_once() -> None:
         gov.call("agent_spans/create", {**span(instance, 2), "parent_span_id": parent},
                  token=token)
     assert seen.count("SELECT agent_spans") == 1
+
+
+def test_a_span_with_its_own_id_and_a_parent_to_come_reads_each_id_once() -> None:
+    """Whether an id is taken, by any kind of resource, is one read of the store's ``ids``."""
+    gov, token, instance = _run()
+    assert isinstance(gov.store, SQLiteStore)
+    partition = extract_partition(instance)
+    child_id, parent_id = (gov.ids.new(partition, gov.clock()) for _ in range(2))
+    with statements(gov.store) as seen:
+        child = gov.call("agent_spans/create", {
+            **span(instance, 1), "id": child_id, "parent_span_id": parent_id,
+        }, token=token)["details"]
+    assert child["id"] == child_id and child["parent_span_id"] == parent_id
+    # The parent to come: not a span of the caller's, held by no resource. The child's own id:
+    # held by no resource, named as a parent to come by no other run's span.
+    assert seen.count("SELECT agent_spans") == 2
+    assert seen.count("SELECT ids") == 2
+    assert len(seen) <= 20, seen
