@@ -17,6 +17,11 @@ the figure is the server's time to answer), it times:
 - the overview (status counts, cost and risk levels per day over every run of the week),
   against its goal of 300 ms,
 - the runs list filtered by risk level,
+- the runs list filtered and sorted every way (by agent and status, by a day range, by
+  external identifier prefix, agent name and quality score; by start, duration, cost, risk
+  and span count), against its goal of 150 ms (the span-count sorts, which have no index,
+  on a line of their own),
+- the trends page over 7 and 90 days and for one agent, against its goal of 300 ms,
 
 and prints the median of ``--repeat`` loads of each and the ratio of the large run's page to
 the small run's. With a Chromium (``--browser PATH``, default ``GOVERNANCE_TEST_BROWSER`` or
@@ -41,7 +46,7 @@ from typing import Any
 import falcon.testing
 from servers import HOST, free_port, governance_serve, start_server, stop_server
 
-from governance_core.clock import format_timestamp
+from governance_core.clock import format_timestamp, parse_timestamp
 from governance_core.service import Governance, Session
 from governance_http import create_app
 
@@ -55,6 +60,7 @@ SCHEMA = {
             "params_data_categories": {"personal_identifiers": "included"},
         }},
     ],
+    "quality_schemas": [{"name": "helpfulness", "schema": {"type": "object"}}],
 }
 
 
@@ -96,13 +102,22 @@ def build_run(gov: Governance, session: Session, agent_id: str, spans: int, step
 
 OVERVIEW_GOAL_S = 0.300
 """The overview's goal: under 300 ms of server time over 100,000 runs."""
+RUNS_LIST_GOAL_S = 0.150
+"""The runs list's goal, filtered and sorted: under 150 ms of server time over 100,000 runs."""
+TRENDS_GOAL_S = 0.300
+"""The trends page's goal: under 300 ms of server time over 100,000 runs."""
+MODELS = ("gpt-4o-mini", "claude-3-5-haiku-20241022")
+ENDINGS = ("complete",) * 5 + ("failed", "cancelled")
 
 
 def build_week(gov: Governance, session: Session, agent_id: str, runs: int, models: int) -> None:
     """``runs`` runs started over the last 7 days: ``models`` written through the core, copies.
 
-    Each model run has one to four spans with token usage; the spans' types declare data
-    risks of different weights, so the runs spread over the risk levels.
+    Each model run has one to four spans with token usage of one of two models; the spans'
+    types declare data risks of different weights, so the runs spread over the risk levels;
+    it records a quality score from 0 to 0.9 and finishes complete, failed or cancelled after
+    up to a minute. A copy takes its model's record and ``run_models`` rows under a new id and
+    start (its finish as far after).
     """
     now = gov.clock()
     written = []
@@ -110,20 +125,34 @@ def build_week(gov: Governance, session: Session, agent_id: str, runs: int, mode
         for index in range(models):
             run = session.details("agent_instances/register", {
                 "agent_id": agent_id, "agent_version": {"external_identifier": "week"},
-                "agent_schema_version": SCHEMA,
+                "agent_schema_version": SCHEMA, "external_identifier": f"order-{index:05d}",
             })
+            start = now - timedelta(minutes=2)
             for number in range(1 + index % 4):
                 session.details("agent_spans/create", {
                     "agent_instance_id": run["id"], "status": "complete",
                     "schema_name": "llm" if (index + number) % 3 else "step",
-                    "started_at": format_timestamp(now - timedelta(minutes=1)),
-                    "payload": {"model": "gpt-4o-mini", "prompt": "p"},
+                    "started_at": format_timestamp(start),
+                    "payload": {"model": MODELS[index % 2], "prompt": "p"},
                     "result_payload": {"usage": {
                         "input_tokens": 100 + 37 * index, "output_tokens": 10 + number,
                     }},
                 })
+            session.details("agent_instances/record_quality", {
+                "agent_instance_id": run["id"], "name": "helpfulness",
+                "payload": {"score": index % 10 / 10},
+            })
+            took = timedelta(milliseconds=97 * index**2 % 60_000)
+            session.details("agent_instances/finish", {
+                "agent_instance_id": run["id"], "status": ENDINGS[index % len(ENDINGS)],
+                "timestamp": format_timestamp(start + took),
+            })
             written.append(run["id"])
     models_stored = [gov.store.get("agent_instances", run_id) for run_id in written]
+    model_rows: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in written}
+    for row in gov.store.query("run_models"):
+        if row["agent_instance_id"] in model_rows:
+            model_rows[row["agent_instance_id"]].append(row)
     span = timedelta(days=7) - timedelta(minutes=5)
     copies = runs - models
     for first in range(0, copies, 10_000):
@@ -132,11 +161,20 @@ def build_week(gov: Governance, session: Session, agent_id: str, runs: int, mode
                 model = models_stored[index % models]
                 assert model is not None
                 started = now - span * (index / max(1, copies))
+                took = parse_timestamp(model["finished_at"]) - parse_timestamp(model["started_at"])
+                copy_id = gov.ids.new(0, started)
+                day = format_timestamp(started)[:10]
                 gov.store.put("agent_instances", {
-                    **model, "id": gov.ids.new(0, started),
-                    "started_at": format_timestamp(started),
+                    **model, "id": copy_id, "started_at": format_timestamp(started),
+                    "started_day": day, "finished_at": format_timestamp(started + took),
                     "inserted_at": format_timestamp(started),
+                    "external_identifier": f"copy-{index:06d}",
                 })
+                for row in model_rows[model["id"]]:
+                    gov.store.put("run_models", {
+                        **row, "id": f"{copy_id}.{row['id'][-24:]}",
+                        "agent_instance_id": copy_id, "started_day": day,
+                    })
 
 
 def timed(client: falcon.testing.TestClient, cookie: str, path: str, repeat: int) -> float:
@@ -248,6 +286,45 @@ def main() -> None:
         print(f"overview, {args.runs:,} runs:         {overview * 1000:8.1f} ms"
               f"  (goal {OVERVIEW_GOAL_S * 1000:.0f} ms, ratio {overview / OVERVIEW_GOAL_S:.2f})")
         print(f"runs list, risk level high:     {risky * 1000:8.1f} ms")
+        today = gov.clock().date()
+        lists = {
+            f"{sort}, agent and status complete": f"/runs?agent_id={agent['id']}"
+            f"&status=complete&sort={sort}"
+            for sort in ("-started_at", "-duration", "-cost", "-risk", "-spans", "spans")
+        }
+        lists |= {
+            "-duration, from-to 3 days": f"/runs?from={today - timedelta(days=4)}"
+            f"&to={today - timedelta(days=2)}&sort=-duration",
+            "-cost, page at offset 5,000": "/runs?sort=-cost&offset=5000",
+            "external id starts with copy-0421": "/runs?external_id=copy-0421",
+            "agent name has 'bench', -spans": "/runs?agent_name=bench&sort=-spans",
+            "quality score 0.5 to 1, -started_at": "/runs?score_min=0.5&score_max=1",
+        }
+        worst = 0.0
+        unindexed = 0.0
+        for label, path in lists.items():
+            took = timed(client, cookie, path, args.repeat)
+            # The span-count sort has no index by design (see docs/console.md): it is
+            # reported on its own line.
+            if "spans" in path:
+                unindexed = max(unindexed, took)
+            else:
+                worst = max(worst, took)
+            print(f"runs list, {label + ':':38} {took * 1000:8.1f} ms")
+        print(f"runs list, slowest but the span-count sorts: {worst * 1000:8.1f} ms"
+              f"  (goal {RUNS_LIST_GOAL_S * 1000:.0f} ms, ratio {worst / RUNS_LIST_GOAL_S:.2f})")
+        print(f"runs list, slowest span-count sort (no index): {unindexed * 1000:8.1f} ms"
+              f"  (ratio to the goal {unindexed / RUNS_LIST_GOAL_S:.2f})")
+        worst = 0.0
+        for label, path in {
+            "7 days": "/trends?window=7", "90 days": "/trends?window=90",
+            "30 days, one agent": f"/trends?window=30&agent_id={agent['id']}",
+        }.items():
+            took = timed(client, cookie, path, args.repeat)
+            worst = max(worst, took)
+            print(f"trends, {label + ':':41} {took * 1000:8.1f} ms")
+        print(f"trends, slowest of the above:     {worst * 1000:8.1f} ms"
+              f"  (goal {TRENDS_GOAL_S * 1000:.0f} ms, ratio {worst / TRENDS_GOAL_S:.2f})")
         if args.browser:
             small_open, large_open = browser_loads(
                 Path(folder) / "bench.db", boot.token, [f"/runs/{small}", f"/runs/{large}"],

@@ -7,23 +7,44 @@ of a level) at a time, so a run with any number of spans opens with a few small 
 from __future__ import annotations
 
 import hmac
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from datetime import UTC, datetime, time, timedelta
-from decimal import Decimal
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlencode
 
 import falcon
 
-from governance_core.clock import format_timestamp, parse_timestamp
+from governance_core.clock import parse_timestamp
 from governance_core.console_sessions import SESSION_LIFETIME
-from governance_core.domain.insights import count_run_spans, run_totals
+from governance_core.converter import json_ready
+from governance_core.domain.insights import (
+    RunFilter,
+    child_counts,
+    count_run_spans,
+    failed_span_ancestors,
+    list_runs,
+    run_spans_by_start,
+    run_totals,
+)
+from governance_core.domain.risk import Rulesets
 from governance_core.errors import GovernanceError, NotFound, TemporarilyUnavailable
-from governance_core.rules.cost import cost_breakdown, extract_usage
+from governance_core.operations.agent_instances import instance_details
+from governance_core.pagination import PageRequest, pagination_output
+from governance_core.rules.cost import TokenGroup, cost_breakdown, extract_usage
 from governance_core.rules.sensitive import MARKER_KEY
 from governance_http.auth import counted_attempt, retry_after_header
-from governance_http.console.charts import RISK_LEVELS, bar_chart, stacked_chart, waterfall_bar
+from governance_http.console.charts import (
+    RISK_LEVELS,
+    bar_chart,
+    stacked_chart,
+    time_axis,
+    waterfall_bar,
+)
+from governance_http.console.conversation import conversation
+from governance_http.console.trends import trends_page
 from governance_http.console.web import (
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
@@ -42,6 +63,12 @@ MAX_DEPTH = 12
 SPAN_PAGE = 100
 MATCH_PAGE = 50
 """How many spans a page of a run's filtered spans lists."""
+MATCH_SCAN = 2000
+"""The most spans of a run the name, duration and cost filters look through (first in time)."""
+QUERY_MAX = 200
+"""The longest text the span filter searches for."""
+AMOUNT_MAX = 30
+"""The longest duration or cost the span filter reads."""
 SPAN_STATUSES = ("active", "complete", "failed", "cancelled")
 SCAN_PAGE = 100
 SCAN_LIMIT = 1000
@@ -52,8 +79,15 @@ LIVE_STATUSES = ("pending", "active")
 SEVERITIES = ("critical", "error", "warning", "info")
 RUN_SORTS = {
     "-started_at": "Newest first", "started_at": "Oldest first",
-    "-finished_at": "Recently finished", "status": "Status",
+    "-duration": "Longest", "duration": "Shortest",
+    "-cost": "Most expensive", "cost": "Cheapest",
+    "-risk": "Highest risk", "risk": "Lowest risk",
+    "-spans": "Most spans", "spans": "Fewest spans",
 }
+"""The runs list's sorts (``-`` first: descending) and their labels."""
+PURPOSES = ("live", "smoke_test", "eval")
+TEXT_MAX = 200
+"""The longest agent name or external identifier text the runs list filters by."""
 REVEAL_SHOWN_FOR = timedelta(minutes=5)
 """How long after a reveal the span's page shows the value again on reload, unrecorded."""
 SINCE = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
@@ -176,6 +210,10 @@ class SignOut:
     def __init__(self, console: Console) -> None:
         self.console = console
 
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """A page saying signing out takes the button (405)."""
+        self.console.visit(req, resp, use_the_button)
+
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """End the session and forget the cookie."""
 
@@ -271,36 +309,124 @@ def agent_page(visit: Visit, agent_id: str) -> None:
 
 
 # -- runs --------------------------------------------------------------------------------
-def runs_page(visit: Visit) -> None:
-    """Runs, filtered (risk level too), sorted and paginated by the core."""
-    chosen = {
-        "agent_id": visit.query("agent_id"),
-        "environment_id": visit.query("environment_id"),
-        "status": visit.query("status"),
-        "purpose": visit.query("purpose"),
+class BadFilter(ValueError):
+    """A runs-list filter the page cannot read; its message names the field."""
+
+
+def _day(visit: Visit, name: str) -> date | None:
+    """The query's ``name`` as a UTC day (``YYYY-MM-DD``), None when absent."""
+    raw = visit.query(name)
+    if raw is None:
+        return None
+    try:
+        if len(raw) != 10:
+            raise ValueError(raw)
+        return date.fromisoformat(raw)
+    except ValueError:
+        raise BadFilter(f"{name}: not a day of the form YYYY-MM-DD") from None
+
+
+def _score(visit: Visit, name: str) -> float | None:
+    """The query's ``name`` as a quality score bound (a finite number), None when absent."""
+    raw = visit.query(name)
+    if raw is None:
+        return None
+    try:
+        if len(raw) > 40:
+            raise ValueError(raw)
+        value = float(raw)
+    except ValueError:
+        raise BadFilter(f"{name}: a number") from None
+    if not math.isfinite(value):
+        raise BadFilter(f"{name}: a number")
+    return value
+
+
+def _run_filter(visit: Visit, agents: dict[str, str]) -> tuple[RunFilter, dict[str, Any]]:
+    """The runs list's filter from the query, and the values chosen (as the form shows them).
+
+    ``agent_name`` keeps the agents whose name holds it (ignoring case), ``external_id`` the
+    runs whose external identifier starts with it; ``from`` and ``to`` are UTC days, both
+    included; ``score_min`` and ``score_max`` bound the run's quality score (the mean of its
+    quality payloads' numeric ``score`` members). ``BadFilter`` names a field that cannot be
+    read.
+    """
+    chosen: dict[str, Any] = {
+        name: visit.query(name)
+        for name in ("agent_id", "environment_id", "status", "purpose", "risk_level",
+                     "agent_name", "external_id", "from", "to", "since", "score_min",
+                     "score_max")
     }
-    since = visit.query("since")
-    start_time = format_timestamp(visit.now - SINCE[since]) if since in SINCE else None
+    for name, choices in (("status", RUN_STATUSES), ("purpose", PURPOSES),
+                          ("risk_level", RISK_LEVELS), ("since", tuple(SINCE))):
+        if chosen[name] is not None and chosen[name] not in choices:
+            raise BadFilter(f"{name}: one of {', '.join(choices)}")
+    for name in ("agent_name", "external_id"):
+        if chosen[name] is not None and len(chosen[name]) > TEXT_MAX:
+            raise BadFilter(f"{name}: at most {TEXT_MAX} characters")
+    first, last = _day(visit, "from"), _day(visit, "to")
+    low, high = _score(visit, "score_min"), _score(visit, "score_max")
+    if first is not None and last is not None and last < first:
+        raise BadFilter("to: a day on or after from")
+    agent_ids: tuple[str, ...] | None = None
+    if chosen["agent_id"]:
+        agent_ids = (chosen["agent_id"],)
+    if chosen["agent_name"]:
+        needle = chosen["agent_name"].casefold()
+        named = tuple(id_ for id_, name in agents.items() if needle in name.casefold())
+        agent_ids = named if agent_ids is None else tuple(set(agent_ids) & set(named))
+    started_from = None if first is None else datetime.combine(first, time(0), tzinfo=UTC)
+    if chosen["since"]:
+        since = visit.now - SINCE[chosen["since"]]
+        started_from = since if started_from is None else max(started_from, since)
+    started_before = (
+        None if last is None else datetime.combine(last + timedelta(days=1), time(0), tzinfo=UTC)
+    )
+    return RunFilter(
+        agent_ids=agent_ids, environment_id=chosen["environment_id"], status=chosen["status"],
+        purpose=chosen["purpose"], risk_level=chosen["risk_level"], started_from=started_from,
+        started_before=started_before, external_id_prefix=chosen["external_id"],
+        score_min=low, score_max=high,
+    ), chosen
+
+
+def runs_page(visit: Visit) -> None:
+    """Runs, filtered, sorted and paginated by one store query (see :func:`list_runs`).
+
+    Filters: agent, environment, status, purpose, risk level, start day range (or a recent
+    window), agent name, external identifier prefix and quality score range; sorts: start, duration,
+    cost, risk level and span count, either way.
+    """
+    agents = _names(visit, "agents/list")
     sort = visit.query("sort") or "-started_at"
     if sort not in RUN_SORTS:
         sort = "-started_at"
-    risk_level = visit.query("risk_level")
-    if risk_level not in RISK_LEVELS:
-        risk_level = None
     offset = _offset(visit)
-    page = visit.call("agent_instances/list", **chosen, start_time=start_time, sorting=sort,
-                      risk_level=risk_level, **{
-                          "pagination[offset]": offset, "pagination[page_size]": PAGE_SIZE,
-                      })
-    params = {k: v for k, v in {**chosen, "since": since, "sort": sort,
-                                 "risk_level": risk_level}.items() if v}
+    error = None
+    try:
+        run_filter, chosen = _run_filter(visit, agents)
+    except BadFilter as bad:
+        error, run_filter = str(bad), None
+        chosen = {name: visit.query(name) for name in (
+            "agent_id", "environment_id", "status", "purpose", "risk_level", "agent_name",
+            "external_id", "from", "to", "since", "score_min", "score_max")}
+    rows: list[dict[str, Any]] = []
+    total = 0
+    if run_filter is not None:
+        ctx = visit.context()
+        records, total = list_runs(ctx, run_filter, sort=sort.lstrip("-"),
+                                   descending=sort.startswith("-"), offset=offset,
+                                   limit=PAGE_SIZE)
+        rulesets = Rulesets(ctx)
+        rows = [_run_row(json_ready(instance_details(ctx, record, rulesets)), visit.now)
+                for record in records]
+    params = {k: v for k, v in {**chosen, "sort": sort}.items() if v}
     visit.render(
-        "runs.html", rows=[_run_row(run, visit.now) for run in page["summaries"]],
-        total=page["pagination"]["item_count"], offset=offset, page_size=PAGE_SIZE,
-        params=params, chosen=chosen, since=since, sort=sort, risk_level=risk_level,
-        agents=_names(visit, "agents/list"), environments=_names(visit, "environments/list"),
-        statuses=RUN_STATUSES, purposes=("live", "smoke_test", "eval"), sorts=RUN_SORTS,
-        risk_levels=RISK_LEVELS, since_choices=SINCE, query=urlencode,
+        "runs.html", 400 if error else 200, rows=rows, total=total, offset=offset,
+        page_size=PAGE_SIZE, params=params, chosen=chosen, sort=sort, error=error,
+        agents=agents, environments=_names(visit, "environments/list"),
+        statuses=RUN_STATUSES, purposes=PURPOSES, sorts=RUN_SORTS, risk_levels=RISK_LEVELS,
+        since_choices=SINCE, query=urlencode,
     )
 
 
@@ -314,32 +440,91 @@ def _window(run: dict[str, Any], now: datetime) -> tuple[datetime, datetime]:
     return first, max(last, first + timedelta(milliseconds=1))
 
 
+def _span_window(span: dict[str, Any], now: datetime) -> tuple[datetime, datetime]:
+    """The time a span takes: its start to its end (or now while it runs), at least 1 ms."""
+    first = parse_timestamp(span["started_at"])
+    last = parse_timestamp(span["finished_at"]) if span.get("finished_at") else now
+    return first, max(last, first + timedelta(milliseconds=1))
+
+
+def _run_span(visit: Visit, run_id: str, span_id: str) -> dict[str, Any]:
+    """The run's span ``span_id`` (redacted); another run's span is not found."""
+    span = visit.call("agent_spans/show", agent_span_id=span_id, redacted="true")["details"]
+    if span["agent_instance_id"] != run_id:
+        raise NotFound("agent_span not found")
+    return dict(span)
+
+
+def _span_facts(
+    visit: Visit, span: dict[str, Any], prices: dict[TokenGroup, Any] | None = None
+) -> dict[str, Any]:
+    """A span with what its row shows: duration, token usage and cost of a model call.
+
+    ``prices`` keeps the cost of each token group already priced, for a list of many spans
+    of a few models and sizes.
+    """
+    usage = extract_usage(span.get("payload"), span.get("result_payload"))
+    cost = None
+    if usage is not None and span.get("purpose") == "activity":
+        group = usage.token_group()
+        known = {} if prices is None else prices
+        if group not in known:
+            pricing = visit.console.governance.config.pricing
+            known[group] = cost_breakdown([group], pricing)["total_cost"]
+        cost = known[group]
+    return {
+        **span, "usage": usage, "cost": cost,
+        "duration": duration(span.get("started_at"), span.get("finished_at"), visit.now),
+    }
+
+
 def _span_rows(
-    visit: Visit, run: dict[str, Any], parent: str | None, offset: int, depth: int = 0
+    visit: Visit,
+    run: dict[str, Any],
+    parent: str | None,
+    offset: int,
+    depth: int = 0,
+    zoom: str | None = None,
 ) -> dict[str, Any]:
     """One page of a run's spans under ``parent`` (top level when None), with their bars.
 
     ``depth`` is how deep in the tree the rows sit (it indents their names only, so every
-    timeline bar shares one time axis).
+    timeline bar shares one time axis). With ``zoom`` (a span of the run) the timeline's
+    window is that span's time and the top level is that span alone. Each row knows how many
+    children it has (a leaf has no expander) and whether a failed span lies below it.
     """
-    params: dict[str, Any] = {
-        "agent_instance_id": run["id"], "sorting": "started_at", "include_summaries": "true",
-        "pagination[offset]": offset, "pagination[page_size]": SPAN_PAGE,
-    }
-    if parent is None:
-        params["top_level"] = "true"
+    zoomed = _run_span(visit, run["id"], zoom) if zoom else None
+    window = _window(run, visit.now) if zoomed is None else _span_window(zoomed, visit.now)
+    if zoomed is not None and parent is None:
+        found = [zoomed]
+        pagination = pagination_output(PageRequest(0, SPAN_PAGE), 1, 1)
     else:
-        params["parent_span_id"] = parent
-    page = visit.call("agent_spans/list", **params)
-    window = _window(run, visit.now)
+        params: dict[str, Any] = {
+            "agent_instance_id": run["id"], "sorting": "started_at", "include_summaries": "true",
+            "pagination[offset]": offset, "pagination[page_size]": SPAN_PAGE,
+        }
+        if parent is None:
+            params["top_level"] = "true"
+        else:
+            params["parent_span_id"] = parent
+        page = visit.call("agent_spans/list", **params)
+        found, pagination = page["summaries"], page["pagination"]
+    context = visit.context()
+    children = child_counts(context, [span["id"] for span in found])
+    failed_below, partly = failed_span_ancestors(context, run["id"])
     spans = []
-    for span in page["summaries"]:
+    prices: dict[TokenGroup, Any] = {}
+    for span in found:
         left, width = waterfall_bar(span.get("started_at"), span.get("finished_at"), window)
         spans.append({
-            **span, "left": left, "width": width,
-            "duration": duration(span.get("started_at"), span.get("finished_at"), visit.now),
+            **_span_facts(visit, span, prices), "left": left, "width": width,
+            "children": children.get(span["id"], 0), "failed_below": span["id"] in failed_below,
         })
-    return {"spans": spans, "pagination": page["pagination"], "parent": parent, "depth": depth}
+    return {
+        "spans": spans, "pagination": pagination, "parent": parent, "depth": depth,
+        "zoom": zoomed, "ticks": time_axis(window), "window": window,
+        "failed_partly": partly, "link": {"zoom": zoom} if zoom else {},
+    }
 
 
 def _risk_thresholds(visit: Visit, agent: dict[str, Any]) -> dict[str, Any] | None:
@@ -368,57 +553,147 @@ def _run_header(visit: Visit, run_id: str) -> dict[str, Any]:
     }
 
 
-def _span_matches(
-    visit: Visit, run: dict[str, Any], status: str | None, kind: str | None
-) -> dict[str, Any] | None:
-    """One page of the run's spans of ``status`` and type ``kind``, in time order.
-
-    None when neither is chosen (the page shows the tree). The store answers it from the
-    index of a run's spans by status and start, so finding the 50 failed spans of a run of
-    50,000 reads those 50.
-    """
-    if status is None and kind is None:
+def _amount(visit: Visit, name: str, what: str, problems: dict[str, str]) -> Decimal | None:
+    """The query's ``name`` as a number of 0 or more, or None (a problem when malformed)."""
+    raw = visit.query(name)
+    if raw is None:
         return None
-    page = visit.call(
-        "agent_spans/list", agent_instance_id=run["id"], status=status, schema_name=kind,
-        sorting="started_at", include_summaries="true",
-        **{"pagination[offset]": _offset(visit), "pagination[page_size]": MATCH_PAGE},
+    try:
+        value = Decimal(raw.strip().removeprefix("$")) if len(raw) <= AMOUNT_MAX else None
+    except InvalidOperation:
+        value = None
+    if value is None or not value.is_finite() or value < 0:
+        problems[name] = f"{name} must be {what}, 0 or more"
+        return None
+    return value
+
+
+def _criteria(visit: Visit, run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """What the run's span filter asks for, and the problems of the fields it cannot read.
+
+    ``status`` and ``type`` outside the run's choices are ignored (the form only offers
+    those); ``q``, ``min_duration`` and ``min_cost`` that cannot be read are named.
+    """
+    problems: dict[str, str] = {}
+    status = visit.query("status")
+    types = sorted((run.get("span_schema_counts") or {}).get("by_name") or {})
+    kind = visit.query("type")
+    text = (visit.query("q") or "").strip()
+    if len(text) > QUERY_MAX:
+        problems["q"] = f"q must be at most {QUERY_MAX} characters"
+        text = ""
+    criteria = {
+        "status": status if status in SPAN_STATUSES else None,
+        "type": kind if kind in types else None,
+        "q": text or None,
+        "min_duration": _amount(visit, "min_duration", "a number of seconds", problems),
+        "min_cost": _amount(visit, "min_cost", "an amount in dollars", problems),
+    }
+    return criteria, problems
+
+
+def _filter_params(criteria: dict[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in criteria.items() if v is not None}
+
+
+def _scanned(criteria: dict[str, Any]) -> bool:
+    """Whether the filter needs the spans read (name, duration, cost) beyond the index."""
+    return any(criteria[k] is not None for k in ("q", "min_duration", "min_cost"))
+
+
+def _matches(span: dict[str, Any], criteria: dict[str, Any]) -> bool:
+    text = criteria["q"]
+    if text is not None:
+        usage = span["usage"]
+        names = (span.get("schema_name"), span.get("schema_title"), span.get("summary"),
+                 usage and usage.model)
+        folded = text.casefold()
+        if not any(isinstance(name, str) and folded in name.casefold() for name in names):
+            return False
+    least = criteria["min_duration"]
+    if least is not None and (span["duration"] is None or Decimal(repr(span["duration"])) < least):
+        return False
+    cheapest = criteria["min_cost"]
+    return cheapest is None or (span["cost"] is not None and span["cost"] >= cheapest)
+
+
+def _find(
+    visit: Visit, run: dict[str, Any], criteria: dict[str, Any], offset: int, size: int
+) -> dict[str, Any]:
+    """``size`` of the run's spans the filter picks from the ``offset``-th, in time order.
+
+    Status and type alone are answered by the store from its index of a run's spans by
+    status and start, one page read. A name, duration or cost filter reads the run's spans of
+    that status and type in time order (one read of the stored records, redacted as stored)
+    and keeps those that match, looking through the first :data:`MATCH_SCAN` (``stopped``
+    says the run had more).
+    """
+    base = {
+        "agent_instance_id": run["id"], "status": criteria["status"],
+        "schema_name": criteria["type"], "sorting": "started_at", "include_summaries": "true",
+    }
+    if not _scanned(criteria):
+        page = visit.call("agent_spans/list", **base, **{
+            "pagination[offset]": offset, "pagination[page_size]": size,
+        })
+        spans = [_span_facts(visit, span) for span in page["summaries"]]
+        return {"spans": spans, "pagination": page["pagination"], "stopped": False}
+    records = run_spans_by_start(
+        visit.context(), run["id"], status=criteria["status"], schema_name=criteria["type"],
+        limit=MATCH_SCAN + 1,
     )
-    spans = [
-        {**span, "duration": duration(span.get("started_at"), span.get("finished_at"), visit.now)}
-        for span in page["summaries"]
-    ]
-    params = {k: v for k, v in {"status": status, "type": kind}.items() if v}
-    return {"spans": spans, "pagination": page["pagination"], "status": status, "type": kind,
-            "params": params}
+    prices: dict[TokenGroup, Any] = {}
+    rows = [_span_facts(visit, dict(record), prices) for record in records[:MATCH_SCAN]]
+    found = [row for row in rows if _matches(row, criteria)]
+    chosen = found[offset:offset + size]
+    return {
+        "spans": chosen, "stopped": len(records) > MATCH_SCAN, "looked": len(rows),
+        "pagination": pagination_output(PageRequest(offset, size), len(found), len(chosen)),
+    }
+
+
+def _span_matches(
+    visit: Visit, run: dict[str, Any], criteria: dict[str, Any]
+) -> dict[str, Any] | None:
+    """One page of the run's spans the filter picks, in time order (see :func:`_find`).
+
+    None when nothing is chosen (the page shows the tree). Finding the 50 failed spans of a
+    run of 50,000 reads those 50.
+    """
+    if all(value is None for value in criteria.values()):
+        return None
+    offset = _offset(visit)
+    found = _find(visit, run, criteria, offset, MATCH_PAGE)
+    for index, span in enumerate(found["spans"]):
+        span["at"] = offset + index
+    return {**found, **criteria, "params": _filter_params(criteria)}
 
 
 def run_page(visit: Visit, run_id: str) -> None:
     """A run: header, span tree with waterfall, cost, risk, quality and alerts.
 
-    With ``status`` or ``type`` the tree gives way to the run's spans that filter picks.
+    With a filter (``status``, ``type``, ``q``, ``min_duration``, ``min_cost``) the tree
+    gives way to the run's spans that filter picks; with ``zoom`` the timeline shows that
+    span's subtree in its own time.
     """
     header = _run_header(visit, run_id)
     run = header["run"]
-    status = visit.query("status")
-    if status not in SPAN_STATUSES:
-        status = None
-    types = sorted((run.get("span_schema_counts") or {}).get("by_name") or {})
-    kind = visit.query("type")
-    if kind not in types:
-        kind = None
-    matches = _span_matches(visit, run, status, kind)
+    criteria, problems = _criteria(visit, run)
+    matches = _span_matches(visit, run, criteria)
     agent = visit.call("agents/show", agent_id=run["agent_id"])["details"]
     environment = visit.call("environments/show", environment_id=run["environment_id"])
     version = visit.call("agent_versions/show", agent_version_id=run["agent_version_id"])
     alerts = visit.call("alerts/list", agent_instance_id=run_id, sorting="-raised_at",
                         **{"pagination[page_size]": 50})
+    tree = None
+    if matches is None:
+        tree = _span_rows(visit, run, None, _offset(visit), zoom=visit.query("zoom"))
     visit.render(
         "run.html", **header, agent=agent, environment=environment["details"],
-        version=version["details"], alerts=alerts, matches=matches,
-        span_statuses=SPAN_STATUSES, span_types=types,
-        tree=_span_rows(visit, run, None, _offset(visit)) if matches is None else None,
-        thresholds=_risk_thresholds(visit, agent) if run.get("risk_score") else None,
+        version=version["details"], alerts=alerts, matches=matches, criteria=criteria,
+        problems=problems, span_statuses=SPAN_STATUSES,
+        span_types=sorted((run.get("span_schema_counts") or {}).get("by_name") or {}),
+        tree=tree, thresholds=_risk_thresholds(visit, agent) if run.get("risk_score") else None,
     )
 
 
@@ -428,14 +703,18 @@ def run_live(visit: Visit, run_id: str) -> None:
 
 
 def run_spans(visit: Visit, run_id: str) -> None:
-    """One page of a span's children (or of the top level): a fragment, or a page without JS."""
+    """One page of a span's children (or of the top level): a fragment, or a page without JS.
+
+    ``zoom`` keeps the timeline of a zoomed tree (see :func:`_span_rows`).
+    """
     run = visit.call(
         "agent_instances/show", agent_instance_id=run_id, redacted="true"
     )["details"]
     parent = visit.query("parent")
     depth = min(_whole_number(visit.query("depth"), 1000) or 0, MAX_DEPTH)
     template = "span_rows.html" if visit.query("fragment") else "spans.html"
-    visit.render(template, run=run, tree=_span_rows(visit, run, parent, _offset(visit), depth))
+    visit.render(template, run=run, tree=_span_rows(visit, run, parent, _offset(visit), depth,
+                                                     zoom=visit.query("zoom")))
 
 
 def _span_cost(visit: Visit, span: dict[str, Any]) -> dict[str, Any] | None:
@@ -453,6 +732,33 @@ def _value_at(document: Any, pointer: str) -> Any:
     return node
 
 
+def _neighbours(visit: Visit, run_id: str, span_id: str) -> dict[str, Any] | None:
+    """The previous and next of the filter's matches around the span (the ``at``-th).
+
+    Asked with the run page's filter and ``at``; None without them.
+    """
+    at = _whole_number(visit.query("at"), 10**9)
+    if at is None:
+        return None
+    run = visit.call(
+        "agent_instances/show", agent_instance_id=run_id, redacted="true"
+    )["details"]
+    criteria, _ = _criteria(visit, run)
+    if all(value is None for value in criteria.values()):
+        return None
+    first = max(at - 1, 0)
+    found = _find(visit, run, criteria, first, at + 2 - first)
+    around = {first + index: span["id"] for index, span in enumerate(found["spans"])}
+    if around.get(at) != span_id:
+        return None
+    params = _filter_params(criteria)
+    return {
+        "position": at + 1, "count": found["pagination"]["item_count"],
+        "previous": at - 1 in around and {"id": around[at - 1], "query": {**params, "at": at - 1}},
+        "next": at + 1 in around and {"id": around[at + 1], "query": {**params, "at": at + 1}},
+    }
+
+
 def _span_view(visit: Visit, run_id: str, span_id: str, revealed: dict[str, Any]) -> None:
     span = visit.call("agent_spans/show", agent_span_id=span_id, redacted="true",
                       include_risk_level="true")["details"]
@@ -460,9 +766,13 @@ def _span_view(visit: Visit, run_id: str, span_id: str, revealed: dict[str, Any]
         raise NotFound("agent_span not found")
     reveals = visit.call("agent_spans/reveals", agent_span_id=span_id, sorting="-inserted_at",
                          **{"pagination[page_size]": 10})
+    facts = _span_facts(visit, span)
+    chat = conversation(span.get("payload"), span.get("result_payload"),
+                        model_call=facts["usage"] is not None)
     template = "span_detail.html" if visit.query("fragment") else "span.html"
     visit.render(template, span=span, run_id=run_id, cost=_span_cost(visit, span),
-                 revealed=revealed, reveals=reveals, marker_key=MARKER_KEY)
+                 facts=facts, chat=chat, revealed=revealed, reveals=reveals,
+                 marker_key=MARKER_KEY, neighbours=_neighbours(visit, run_id, span_id))
 
 
 def _recent_reveal(visit: Visit, span_id: str, reveal_id: str) -> dict[str, Any] | None:
@@ -540,9 +850,10 @@ def alerts_page(visit: Visit) -> None:
 
 
 def clear_alert(visit: Visit) -> None:
-    """Clear a raised alert (by run and name) and go back."""
+    """Clear a raised alert (by run and name) and go back, where the page says it was done."""
     visit.call("alerts/clear", agent_instance_id=visit.form.get("agent_instance_id", ""),
                name=visit.form.get("name", ""))
+    visit.flash("alert_cleared")
     visit.redirect(visit.form.get("next") or "/alerts")
 
 
@@ -583,6 +894,31 @@ def token_action(visit: Visit, token_id: str, action: str) -> None:
     visit.redirect("/settings")
 
 
+def use_the_button(visit: Visit) -> None:
+    """The 405 page of an action's address opened as a page (a link, a reload)."""
+    visit.resp.set_header("Allow", "POST")
+    visit.render("error.html", 405, title="Use the button on the page",
+                 message="This address carries out an action: it is reached with its "
+                         "button on the console's pages, not opened as a page.")
+
+
+def page_not_found(visit: Visit) -> None:
+    """The console's 404 page for an address it has no page at."""
+    visit.render("error.html", 404, title="Page not found",
+                 message="The console has no page at this address.")
+
+
+class NotFoundPage:
+    """The console's answer to any address under it that no page or route matches."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def __call__(self, req: falcon.Request, resp: falcon.Response, **params: str) -> None:
+        """A 404 page (after the sign-in, as every page)."""
+        self.console.visit(req, resp, page_not_found)
+
+
 # -- routing -----------------------------------------------------------------------------
 class Page:
     """A Falcon resource rendering a page function through :meth:`Console.visit`."""
@@ -605,6 +941,10 @@ class Action:
         self.console = console
         self.post = post
 
+    def on_get(self, req: falcon.Request, resp: falcon.Response, **params: str) -> None:
+        """A page saying this address takes a form's button (405, ``Allow: POST``)."""
+        self.console.visit(req, resp, use_the_button)
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, **params: str) -> None:
         """Run the action."""
         self.console.visit(req, resp, lambda visit: self.post(visit, **params))
@@ -619,6 +959,7 @@ def routes(console: Console) -> list[tuple[str, object]]:
         ("/agents", Page(console, agents_page)),
         ("/agents/{agent_id}", Page(console, agent_page)),
         ("/runs", Page(console, runs_page)),
+        ("/trends", Page(console, trends_page)),
         ("/runs/{run_id}", Page(console, run_page)),
         ("/runs/{run_id}/live", Page(console, run_live, fragment=True)),
         ("/runs/{run_id}/spans", Page(console, run_spans)),

@@ -32,6 +32,8 @@ from governance_http.errors import http_status_for
 from governance_http.money import format_money
 
 __all__ = [
+    "FLASHES",
+    "FLASH_COOKIE",
     "FORM_LIMIT",
     "SECURITY_HEADERS",
     "SESSION_COOKIE",
@@ -53,6 +55,14 @@ FORM_LIMIT = 64 * 1024
 """The largest form body a console page reads."""
 
 CSRF_FIELD = "csrf_token"
+
+FLASH_COOKIE = "governance_flash"
+"""The cookie carrying a confirmation across an action's redirect to the next page."""
+
+FLASHES: Mapping[str, str] = {
+    "alert_cleared": "The alert was cleared.",
+}
+"""The confirmations a page shows once after an action, by the code the cookie holds."""
 
 SECURITY_HEADERS: Mapping[str, str] = {
     "Content-Security-Policy": (
@@ -155,6 +165,7 @@ class Visit:
         self.session = session
         self.form = form
         self.core: Session = console.sessions.session(session)
+        self.flash_message: str | None = None
 
     @property
     def now(self) -> datetime:
@@ -179,7 +190,12 @@ class Visit:
 
     def render(self, template: str, status: int = 200, **context: Any) -> None:
         """Answer with a rendered template."""
-        self.console.render(self.resp, template, status, visit=self, **context)
+        self.console.render(self.resp, template, status, visit=self, flash=self.flash_message,
+                            **context)
+
+    def flash(self, code: str) -> None:
+        """Have the next page shown confirm an action (a code of :data:`FLASHES`)."""
+        self.console.set_cookie(self.req, self.resp, FLASH_COOKIE, code, 60)
 
     def redirect(self, location: str) -> None:
         """Answer 303 See Other to a path on this site."""
@@ -204,6 +220,7 @@ class Console:
     ) -> None:
         """Render ``template`` as an HTML answer with the security headers."""
         context.setdefault("visit", None)
+        context.setdefault("flash", None)
         resp.status = status
         resp.content_type = falcon.MEDIA_HTML
         resp.text = self.env.get_template(template).render(**context)
@@ -280,6 +297,11 @@ class Console:
                                     "again.")
                 return
         visit = Visit(self, req, resp, session, form)
+        flash = req.cookies.get(FLASH_COOKIE)
+        if flash is not None and req.method == "GET" and not fragment:
+            # Shown once: the page that follows the action's redirect takes it.
+            visit.flash_message = FLASHES.get(flash)
+            resp.unset_cookie(FLASH_COOKIE, path="/", same_site="Strict")
         try:
             handler(visit)
         except ValidationErrors as error:

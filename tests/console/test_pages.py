@@ -298,7 +298,9 @@ def test_run_page_shows_tree_timeline_cost_risk_quality_and_alerts(
         f"/runs/{alice.running_run_id}/spans",
         parent=alice.running_root_span_id, fragment=1,
     ).text
-    assert children.count('<details class="span"') == 1 and 'class="fill-complete"' in children
+    # The root's one child has no children: a leaf row, without an expander.
+    assert children.count('<div class="span leaf"') == 1 and 'class="fill-complete"' in children
+    assert '<details class="span"' not in children
 
 
 def test_span_detail_redacts_and_a_reveal_is_recorded(
@@ -431,12 +433,12 @@ def test_the_span_tree_loads_a_level_a_page_at_a_time(signed_in: Visitor, alice:
             "payload": {"index": index},
         })
     page = signed_in.get(f"/runs/{run}").text
-    assert page.count('<details class="span"') == 100
+    assert page.count('<div class="span leaf"') == 100
     # 105 spans and the risk_critical alert's span they raise.
     more = re.search(r'<a class="more d0" href="([^"]+)" data-more>More spans \(6 left\)', page)
     assert more is not None
     rest = signed_in.get(more.group(1).replace("&amp;", "&")).text
-    assert rest.count('<details class="span"') == 6 and "More spans" not in rest
+    assert rest.count('<div class="span leaf"') == 6 and "More spans" not in rest
 
 
 def test_a_form_over_the_limit_is_refused_unread(signed_in: Visitor, alice: Account) -> None:

@@ -102,8 +102,9 @@ def listed(visitor: Visitor, run_id: str, **params: str) -> tuple[list[str], str
         text = visitor.get(f"/runs/{run_id}", offset=offset, **params).text
         table = text[text.index('class="list span-matches"'):text.index("</table>")] if (
             "span-matches" in text) else ""
-        ids += re.findall(r'<tr class="match">\s*<td><a href="/runs/[0-9a-z]+/spans/([0-9a-z]+)"',
-                          table)
+        ids += re.findall(
+            r'<tr class="match"[^>]*>\s*<td><a href="/runs/[0-9a-z]+/spans/([0-9a-z]+)[?"]', table
+        )
         more = re.search(r'offset=(\d+)">Next', text)
         offset = int(more.group(1)) if more else None
     return ids, first

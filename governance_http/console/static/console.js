@@ -1,4 +1,5 @@
-// Governance console: lazy span tree, span detail panel, live run header, confirmations.
+// Governance console: lazy span tree (expanders), span detail panel, live run header, confirmations,
+// copying ids.
 // Plain JavaScript, no library; every page works without it (links fall back to pages).
 "use strict";
 
@@ -23,20 +24,27 @@ function fragmentOf(html) {
   return template.content;
 }
 
-function loadChildren(details) {
-  if (details.dataset.loaded) {
+// A span's expander is a link to its children's page; with script it opens them in place.
+function toggleChildren(expander) {
+  var holder = document.getElementById(expander.getAttribute("aria-controls"));
+  if (!holder) {
     return;
   }
-  details.dataset.loaded = "1";
-  var holder = details.querySelector(":scope > .children");
+  var open = expander.getAttribute("aria-expanded") !== "true";
+  expander.setAttribute("aria-expanded", open ? "true" : "false");
+  holder.hidden = !open;
+  if (!open || expander.dataset.loaded) {
+    return;
+  }
+  expander.dataset.loaded = "1";
   holder.textContent = "Loading…";
-  fetchHtml(details.dataset.childrenUrl).then(
+  fetchHtml(expander.dataset.childrenUrl).then(
     function (html) {
       holder.replaceChildren(fragmentOf(html));
     },
     function (error) {
       holder.textContent = "Could not load child spans (" + error.message + ").";
-      delete details.dataset.loaded;
+      delete expander.dataset.loaded;
     }
   );
 }
@@ -54,20 +62,15 @@ function showDetail(url) {
   });
 }
 
-document.addEventListener(
-  "toggle",
-  function (event) {
-    var details = event.target;
-    if (details instanceof HTMLDetailsElement && details.open && details.dataset.childrenUrl) {
-      loadChildren(details);
-    }
-  },
-  true
-);
-
 document.addEventListener("click", function (event) {
   var target = event.target instanceof Element ? event.target : null;
   if (!target) {
+    return;
+  }
+  var expander = target.closest("a.expander[data-children-url]");
+  if (expander) {
+    event.preventDefault();
+    toggleChildren(expander);
     return;
   }
   var detailLink = target.closest("a[data-detail-url]");
@@ -77,10 +80,20 @@ document.addEventListener("click", function (event) {
       row.classList.remove("selected");
     });
     var row = detailLink.closest(".span-row, tr.match");
+    if (!row && detailLink.closest(".match-nav")) {
+      // The previous/next links of the detail panel select their row in the list.
+      var spanId = new URL(detailLink.href).pathname.split("/").pop();
+      row = document.querySelector('tr.match[data-span-id="' + CSS.escape(spanId) + '"]');
+    }
     if (row) {
       row.classList.add("selected");
     }
     showDetail(detailLink.dataset.detailUrl);
+    return;
+  }
+  var copy = target.closest("button[data-copy]");
+  if (copy) {
+    copyText(copy, copy.dataset.copy);
     return;
   }
   var more = target.closest("a[data-more]");
@@ -92,6 +105,43 @@ document.addEventListener("click", function (event) {
     });
   }
 });
+
+function copied(button, message) {
+  var status = document.getElementById("copy-status");
+  if (status) {
+    status.textContent = message;
+  }
+  button.textContent = message === "Copied" ? "Copied" : "Copy";
+  window.setTimeout(function () {
+    button.textContent = "Copy";
+  }, 1500);
+}
+
+// The clipboard API needs a secure context (https or localhost); elsewhere a hidden text
+// field is selected and copied.
+function copyText(button, text) {
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(text).then(
+      function () {
+        copied(button, "Copied");
+      },
+      function () {
+        copied(button, "Could not copy: select the id and copy it");
+      }
+    );
+    return;
+  }
+  var field = document.createElement("textarea");
+  field.value = text;
+  field.setAttribute("readonly", "");
+  field.className = "visually-hidden";
+  document.body.appendChild(field);
+  field.select();
+  var done = document.execCommand("copy");
+  field.remove();
+  button.focus();
+  copied(button, done ? "Copied" : "Could not copy: select the id and copy it");
+}
 
 document.addEventListener("submit", function (event) {
   var button = event.submitter;
@@ -135,6 +185,20 @@ function pollRun() {
   );
 }
 
+// A box that scrolls sideways (a wide table on a phone) takes the keyboard focus, so it can
+// be scrolled with the arrow keys.
+function markScrollers() {
+  document.querySelectorAll(".table-scroll, .tree-scroll, table.list").forEach(function (box) {
+    if (box.scrollWidth > box.clientWidth + 1) {
+      box.setAttribute("tabindex", "0");
+    } else if (box.getAttribute("tabindex") === "0") {
+      box.removeAttribute("tabindex");
+    }
+  });
+}
+
 document.addEventListener("DOMContentLoaded", function () {
+  markScrollers();
+  window.addEventListener("resize", markScrollers);
   window.setTimeout(pollRun, 3000);
 });
