@@ -19,13 +19,19 @@ from typing import Any
 
 from governance_core.bulk import BULK, MAX_ITEMS
 from governance_core.idempotency import KEY_MAX, KEY_MIN
+from governance_core.models.policies import APPROVAL_STATUSES, OUTCOMES
+from governance_core.models.policies import MODES as POLICY_MODES
 from governance_core.notifications import NOTIFICATION_KINDS
 from governance_core.notifications.monitors import COMPARISONS, METRICS
 from governance_core.notifications.outbox import EVENT_TYPES
 from governance_core.operations.common import KIND_TABLES
+from governance_core.operations.decisions import APPROVAL_TTL_MS
+from governance_core.operations.policies import SOURCE_MAX as POLICY_SOURCE_MAX
+from governance_core.operations.run_export import CURSOR_PATTERN, EXPORT_PAGE_MAX
 from governance_core.pagination import MAX_OFFSET, MAX_PAGE_SIZE
+from governance_core.policies.schema import KIND_ACTIONS
 from governance_core.registry import Operation
-from governance_http.routes import PREFIX, Route
+from governance_http.routes import JSON_LINES_EXPORT, PREFIX, RUN_EXPORT, Route
 from governance_http.schemas import (
     NONBLANK_PATTERN,
     PFID_PATTERN,
@@ -67,6 +73,8 @@ EXTRA_ENVELOPES: dict[str, dict[str, str]] = {
     "destinations/create": {"details": "destination", "secret": "str?"},
     "destinations/rotate_secret": {"details": "destination", "secret": "str?"},
     "monitors/evaluate": {"evaluated": "list:obj"},
+    RUN_EXPORT: {"details": "agent_instance", "spans": "list:agent_span", "next_cursor": "str?"},
+    "policies/validate": {"valid": "bool", "problems": "list:obj"},
 }
 """Success envelopes that are not ``{status, details}`` of the family's resource: each member
 is a resource ``type`` (a reference to its schema) or a field notation."""
@@ -101,6 +109,23 @@ _AGENT_VERSION = {
     "required": ["external_identifier"],
 }
 
+_POLICY_SOURCE = f"line:{POLICY_SOURCE_MAX}"
+_POLICY_SCOPE: dict[str, Any] = {
+    "type": ["object", "null"],
+    "properties": {
+        "environment_ids": request_schema("ids?"), "agent_ids": request_schema("ids?"),
+    },
+}
+_DECIDE_ACTION: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "kind": {"enum": list(KIND_ACTIONS)},
+        "name": request_schema("line:200"),
+        "args": request_schema("obj?"),
+        "span_type": request_schema("text:200?"),
+    },
+    "required": ["kind", "name"],
+}
 REQUEST_MEMBERS: dict[str, dict[str, str | dict[str, Any]]] = {
     "accounts/update": {
         "name": "line:200", "purpose": "enum:business,personal,nonprofit,education,government",
@@ -195,6 +220,23 @@ REQUEST_MEMBERS: dict[str, dict[str, str | dict[str, Any]]] = {
         "agent_id": "!id", "environment_id": "id?", "id": "id?",
     },
     "playground/record_loan_application_review_spans": {},
+    "policies/create": {
+        "name": "!line:200", "description": "text:10000?",
+        "mode": "enum:" + ",".join(POLICY_MODES), "source": "!" + _POLICY_SOURCE,
+        "scope": _POLICY_SCOPE,
+    },
+    "policies/update": {
+        "name": "line:200", "description": "text:10000?",
+        "mode": "enum:" + ",".join(POLICY_MODES),
+        "source": _POLICY_SOURCE, "scope": _POLICY_SCOPE,
+    },
+    "policies/validate": {"source": "!" + _POLICY_SOURCE},
+    "decisions/decide": {
+        "agent_instance_id": "!id", "action": _DECIDE_ACTION,
+        "expires_in_ms": f"int:{APPROVAL_TTL_MS[0]}..{APPROVAL_TTL_MS[1]}?",
+    },
+    "approvals/approve": {"reason": "text:2000?"},
+    "approvals/reject": {"reason": "text:2000?"},
 }
 """What each write reads from its body, in the request notation of
 :mod:`governance_http.schemas` (or as a schema). A write not listed reads nothing from it."""
@@ -213,6 +255,14 @@ QUERY_PARAMETERS: dict[str, dict[str, dict[str, Any]]] = {
     "agent_instances_show": {"redacted": _FLAG},
     "agent_spans_show": {"redacted": _FLAG},
     "alerts_show": {"redacted": _FLAG},
+    "policies_list": {"mode": {"enum": list(POLICY_MODES)}},
+    "decisions_list": {"agent_instance_id": _ID, "outcome": {"enum": list(OUTCOMES)}},
+    "approvals_list": {"agent_instance_id": _ID, "status": {"enum": list(APPROVAL_STATUSES)}},
+    "agent_instances_export": {
+        "cursor": {"type": "string", "pattern": CURSOR_PATTERN},
+        "page_size": {"type": "integer", "minimum": 1, "maximum": EXPORT_PAGE_MAX},
+        "redacted": _FLAG,
+    },
 }
 """Query parameters an operation reads beyond pagination and sorting, by operation id."""
 
@@ -234,6 +284,9 @@ def _ref(kind: str, *, summary: bool = False) -> dict[str, str]:
 
 
 def _member_schema(notation: str) -> dict[str, Any]:
+    listed = notation.removeprefix("list:")
+    if listed != notation and listed in RESOURCE_FIELDS:
+        return {"type": "array", "items": _ref(listed)}
     return _ref(notation) if notation in RESOURCE_FIELDS else field_schema(notation)
 
 
@@ -444,6 +497,35 @@ def _own_paths() -> dict[str, Any]:
     return {f"{PREFIX}/ping": {"get": ping}, f"{PREFIX}/openapi.json": {"get": document}}
 
 
+_JSON_LINES_SUMMARY = "Export a run whole as JSON Lines: its details, then one span a line"
+_JSON_LINES_DESCRIPTION = (
+    "The answer (application/x-ndjson) holds one JSON object a line: the run's AgentInstance "
+    "details first, then each AgentSpan in start order (started_at, then id), redacted unless "
+    "redacted=false is asked by an account token. The query is agent_instances_export's; it "
+    "is read page after page of page_size spans. A bad token, run or member answers the JSON "
+    "error before any line."
+)
+
+
+def _json_lines_path(export: Route, operation: Operation | None) -> dict[str, Any]:
+    """The path item of the JSON Lines form of ``export`` (the run export route)."""
+    lines = {"type": "string", "description": "JSON Lines: an AgentInstance, then AgentSpans"}
+    error_content = {"application/json": {"schema": {"$ref": _ERROR_REF}}}
+    spec = {
+        "operationId": f"{export.operation_id}_jsonl",
+        "summary": _JSON_LINES_SUMMARY,
+        "description": _JSON_LINES_DESCRIPTION,
+        "tags": [_family_verb(export)[0]],
+        "parameters": _parameters(export, operation),
+        "responses": {
+            "200": {"description": _JSON_LINES_SUMMARY,
+                    "content": {"application/x-ndjson": {"schema": lines}}},
+            "default": {"description": "an error", "content": error_content},
+        },
+    }
+    return {PREFIX + JSON_LINES_EXPORT: {"get": spec}}
+
+
 def _version() -> str:
     try:
         return version("agent-runs-governance")
@@ -459,6 +541,8 @@ def build_document(routes: Iterable[Route], registry: Mapping[str, Operation]) -
         paths.setdefault(route.path, {})[route.method.lower()] = _operation_object(
             route, operation, registry
         )
+        if route.operation == RUN_EXPORT:
+            paths.update(_json_lines_path(route, operation))
     paths.update(_own_paths())
     return {
         "openapi": "3.1.0",

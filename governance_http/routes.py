@@ -16,8 +16,10 @@ from governance_core.bulk import BULK
 from governance_core.registry import Operation
 
 __all__ = [
+    "JSON_LINES_EXPORT",
     "PREFIX",
     "ROUTES",
+    "RUN_EXPORT",
     "Route",
     "served_routes",
 ]
@@ -26,6 +28,13 @@ PREFIX = "/api/v1"
 """The path prefix that carries the interface version."""
 
 _PARAMETER = re.compile(r"{(\w+)}")
+
+RUN_EXPORT = "agent_instances/export"
+"""The operation reading a run and a page of its spans (``operations.run_export``)."""
+
+JSON_LINES_EXPORT = "/agent_instance/{agent_instance_id}/export.jsonl"
+"""The path (under :data:`PREFIX`) answering a whole run as JSON Lines, page after page of
+:data:`RUN_EXPORT` (``governance_http.jsonlines``); served when that operation is."""
 
 
 @attrs.frozen
@@ -112,6 +121,7 @@ ROUTES: tuple[Route, ...] = (
     *_actions(
         "/agent_instance", "agent_instances", "agent_instance_id", "start", "finish", "terminate"
     ),
+    Route("GET", "/agent_instance/{agent_instance_id}/export", RUN_EXPORT),
     Route(
         "POST", "/agent_instance/{agent_instance_id}/record_quality",
         "agent_instances/record_quality", bare_body="name",
@@ -145,6 +155,14 @@ ROUTES: tuple[Route, ...] = (
         "POST", _PLAYGROUND + "record_loan_application_review_spans",
         "playground/record_loan_application_review_spans",
     ),
+    # Runtime governance (decisions, section 16): a policy is updated by POST.
+    Route("POST", "/policy/validate", "policies/validate"),
+    *_crud("/policy", "policies", "policy_id", item=("show",)),
+    Route("POST", "/policy/{policy_id}", "policies/update"),
+    Route("POST", "/decision", "decisions/decide"),
+    *_crud("/decision", "decisions", "decision_id", collection=("list",), item=("show",)),
+    *_crud("/approval", "approvals", "approval_id", collection=("list",), item=("show",)),
+    *_actions("/approval", "approvals", "approval_id", "approve", "reject"),
     Route("POST", "/bulk", BULK),
 )
 """Every operation route of the API (``/ping`` and ``/openapi.json`` are the app's own)."""

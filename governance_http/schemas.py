@@ -166,6 +166,26 @@ RESOURCE_FIELDS: dict[str, dict[str, str]] = {
         "id": "id", "account_id": "id", "event_type": "str", "occurred_at": "ts",
         "inserted_at": "ts", "data": "obj", "subject_id": "id?",
     },
+    # Runtime governance (decisions, section 16).
+    "policy": {
+        "id": "id", "account_id": "id", "name": "str", "description": "str?",
+        "mode": "enum:enforce,observe,disabled", "source": "str", "scope": "obj",
+        "version": "int", "created_at": "ts", "updated_at": "ts",
+    },
+    "decision": {
+        "id": "id", "account_id": "id", "agent_instance_id": "id", "agent_id": "id",
+        "environment_id": "id", "action": "obj", "outcome": "enum:allow,deny,pending_approval",
+        "observed_outcome": "enum:allow,deny,pending_approval?", "warnings": "list:str",
+        "reasons": "list:obj", "approval_id": "id?", "decided_at": "ts", "approval": "~obj?",
+    },
+    "approval": {
+        "id": "id", "account_id": "id", "agent_instance_id": "id", "agent_id": "id",
+        "environment_id": "id", "decision_id": "id", "action": "obj", "digest": "str",
+        "status": "enum:pending,approved,rejected,expired", "reasons": "list:obj",
+        "expires_at": "ts", "resolved_at": "ts?", "resolved_by": "obj?",
+        "resolution_reason": "str?", "consumed_at": "ts?", "consumed_by_decision_id": "id?",
+        "created_at": "ts", "updated_at": "ts",
+    },
 }
 """Each resource ``type`` and its fields, in the notation of this module's docstring."""
 

@@ -141,6 +141,17 @@ EXAMPLES: dict[str, Callable[[World], Example]] = {
     "deliveries/resend": _dead_delivery,
     "playground/register_loan_application_review_agent_instance": _playground_agent,
     "playground/record_loan_application_review_spans": _playground_run,
+    "policies/create": lambda w: Example(
+        {"name": "No wipes", "source": 'forbid (principal, action, resource == Tool::"wipe");'}
+    ),
+    "policies/update": lambda w: Example({"mode": "observe"}),
+    "policies/validate": lambda w: Example({"source": "forbid (principal, action, resource);"}),
+    "decisions/decide": lambda w: Example(
+        {"agent_instance_id": _instance(w), "action": {"kind": "tool_call", "name": "search"}}
+    ),
+    "decisions/list": lambda w: Example(query=f"agent_instance_id={_instance(w)}"),
+    "approvals/approve": lambda w: Example({"reason": "checked"}),
+    "approvals/reject": lambda w: Example({"reason": "too much"}),
     BULK: lambda w: Example({"items": [
         {"_type": "teams/list", "idempotency_key": "bulk-item-1"},
         {"_type": "teams/create", "idempotency_key": "bulk-item-2", "details": {"name": "Bulk"}},

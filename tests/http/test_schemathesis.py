@@ -24,7 +24,8 @@ never hidden from the report, and every check is asked of every operation.
   ``agent_id`` and ``external_identifier`` names an agent, a span does not finish before it
   starts, a ruleset's thresholds rise, a monitor has a warning or a critical threshold in
   its comparison's direction, a webhook URL's host is allowed, an alert is cleared by name
-  when its run has several.
+  when its run has several, a policy's ``source`` is Cedar text the engine accepts (a fixed
+  valid policy) and its scope names the world's environment and agent.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ REFERENCES: dict[str, str] = {
 FUTURE = "2999-01-01T00:00:00Z"
 WEBHOOK = "https://hooks.example.test/governance"
 ALERT = "slow_run"
+POLICY = 'forbid(principal, action, resource == Tool::"delete_everything");'
 
 RAN: Counter[str] = Counter()
 """Cases run per operation, for the fuzz session's report."""
@@ -151,6 +153,8 @@ def follow_the_rules(case: Any) -> None:
         for members in _members(case)[-1:]:
             if members.get("name") is None:
                 members["name"] = ALERT
+    if operation in ("POST /api/v1/policy", "POST /api/v1/policy/{policy_id}"):
+        _policy(_members(case))
     if operation == "POST /api/v1/bulk":
         for index, item in enumerate(case.body.get("items") or []):
             if isinstance(item, dict) and isinstance(item.get("idempotency_key"), str):
@@ -195,6 +199,18 @@ def _token_scope(case: Any) -> None:
                 members[name] = world.ids[name]
             else:
                 members.pop(name, None)
+
+
+def _policy(places: list[dict[str, Any]]) -> None:
+    """Policy text that the engine accepts, and a scope naming the world's resources."""
+    for members in places:
+        if isinstance(members.get("source"), str):
+            members["source"] = POLICY
+        scope = members.get("scope")
+        if isinstance(scope, dict):
+            for name, known in (("environment_ids", "environment_id"), ("agent_ids", "agent_id")):
+                if isinstance(scope.get(name), list):
+                    scope[name] = [world.ids[known]] if scope[name] else []
 
 
 def agree_on_the_key(case: Any) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 
 from governance_core.operations import default_registry
+from governance_core.policies import engine_available
 from governance_core.service import Bootstrap, Governance
 
 REGISTRY = default_registry()
@@ -158,4 +159,24 @@ def _make_run(world: World) -> None:
             "environment_id": details["environment_id"],
         })
         world.secrets["ingestion"] = ingestion["token"]
+    if world.has("policies/create", "decisions/decide") and engine_available():
+        _hold_a_refund(world, details["id"])
+
+
+REFUND_POLICY = (
+    '@approval("refunds over 100 need a person")\n'
+    'forbid (principal, action == Action::"call_tool", resource == Tool::"refund")\n'
+    "when { context.args has amount && context.args.amount > 100 };"
+)
+
+
+def _hold_a_refund(world: World, run_id: str) -> None:
+    """A policy, and a decision of the run that it holds for approval."""
+    world.make("policy_id", "policies/create", {"name": "Refunds", "source": REFUND_POLICY})
+    held = world.make("decision_id", "decisions/decide", {
+        "agent_instance_id": run_id,
+        "action": {"kind": "tool_call", "name": "refund", "args": {"amount": 500}},
+    })
+    assert held is not None
+    world.ids["approval_id"] = held["details"]["approval_id"]
 

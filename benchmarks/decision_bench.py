@@ -1,0 +1,224 @@
+"""Decision latency and rate: in process with 50 active policies, and over HTTP.
+
+Prints each figure beside its goal:
+
+- the engine alone (one evaluation of the account's 50 compiled policies, the request built):
+  p50 and p99, goals p50 <= 0.2 ms, p99 <= 1 ms;
+- a whole in-process ``decide`` on SQLite (the run's figures read, the policies' version
+  read, the engine, the decision written and committed), p50 and p99 against the same goals;
+- ``POST /api/v1/decision`` from 4 client processes against the default server: p99 (goal
+  <= 10 ms) and its rate against ``GET /ping`` from the same clients (goal >= 50%).
+
+The 50 policies mix what teams write (docs/policies.md): tool deny-lists, run budgets,
+approvals on arguments, tool-call rates (a count of the run's decisions) and daily budgets
+(a grouped sum over the agent's runs), none of which matches the benchmark's action, so
+every policy is evaluated in full.
+
+    python benchmarks/decision_bench.py [--decisions 3000] [--requests 4000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from servers import HOST, free_port, start_server, stop_server
+
+from governance_core.context import Context
+from governance_core.policies.deciding import Action, active_policies, run_request
+from governance_core.service import Governance, Session
+
+POLICIES = 50
+RUN_LENGTH = 200
+"""Decisions per run before the benchmark starts another (runs are not endless)."""
+
+
+def policy_source(number: int) -> str:
+    """The ``number``th of the benchmark's policies (five kinds in turn)."""
+    kind = number % 5
+    if kind == 0:
+        return f'forbid (principal, action == Action::"call_tool", resource == Tool::"t{number}");'
+    if kind == 1:
+        return (
+            'forbid (principal, action == Action::"call_model", resource)'
+            f" when {{ context.run.cost_micro_usd >= {1_000_000_000 + number} }};"
+        )
+    if kind == 2:
+        return (
+            f'@approval("refunds need a person") forbid (principal, action == Action::"call_tool",'
+            f' resource == Tool::"refund{number}")'
+            " when { context.args has amount && context.args.amount > 100 };"
+        )
+    if kind == 3:
+        return (
+            'forbid (principal, action == Action::"call_tool", resource)'
+            f" when {{ context.run.tool_calls >= {100_000 + number} }};"
+        )
+    return (
+        "forbid (principal, action, resource)"
+        f" when {{ context.agent.cost_today_micro_usd >= {10**12 + number} }};"
+    )
+
+
+def prepare(db: Path) -> tuple[str, str]:
+    """Bootstrap the store, create the policies and an agent; the token and the agent id."""
+    with Governance.open(db) as gov:
+        made = gov.bootstrap()
+        session = gov.session(made.token)
+        for number in range(POLICIES):
+            session.call("policies/create", {"name": f"p{number}", "source": policy_source(number)})
+        agent = session.details("agents/create", {"name": "Bench agent"})
+        return made.token, agent["id"]
+
+
+def new_run(session: Session, agent_id: str) -> str:
+    """A started run of the agent."""
+    run = session.details("agent_instances/register", {
+        "agent_id": agent_id,
+        "agent_version": {"external_identifier": "v1"},
+        "agent_schema_version": {
+            "external_identifier": "s1",
+            "span_type_schemas": [{"name": "bench:llm", "params_schema": {"type": "object"}}],
+        },
+    })
+    session.call("agent_instances/start", {"agent_instance_id": run["id"]})
+    return str(run["id"])
+
+
+def decide_body(run_id: str, number: int) -> dict[str, object]:
+    """The benchmark's action: a search tool call, allowed by every policy."""
+    return {"agent_instance_id": run_id,
+            "action": {"kind": "tool_call", "name": "search", "args": {"q": f"q{number}"}}}
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """The value below which ``share`` of ``values`` lie."""
+    ordered = sorted(values)
+    return ordered[max(0, int(len(ordered) * share) - 1)]
+
+
+def in_process(
+    db: Path, token: str, agent_id: str, decisions: int
+) -> tuple[list[float], list[float]]:
+    """Latencies (seconds) of the engine alone and of whole decides."""
+    with Governance.open(db) as gov:
+        session = gov.session(token)
+        run_id = new_run(session, agent_id)
+        engine: list[float] = []
+        ctx: Context = gov.context(session.principal)
+        instance = gov.store.get("agent_instances", run_id)
+        assert instance is not None
+        active = active_policies(ctx)
+        assert active.compiled is not None and active.compiled.size == POLICIES
+        action = Action("tool_call", "search", {"q": "x"})
+        for _ in range(decisions):
+            request, entities = run_request(ctx, instance, action, active)
+            began = time.perf_counter()
+            active.compiled.evaluate(request, entities)
+            engine.append(time.perf_counter() - began)
+        whole: list[float] = []
+        for number in range(decisions):
+            if number and number % RUN_LENGTH == 0:
+                run_id = new_run(session, agent_id)
+            body = decide_body(run_id, number)
+            began = time.perf_counter()
+            outcome = session.details("decisions/decide", body)["outcome"]
+            whole.append(time.perf_counter() - began)
+            assert outcome == "allow", outcome
+        return engine, whole
+
+
+SERVER = (
+    "import sys; from governance_http.serving import serve; "
+    "serve(sys.argv[2], host='127.0.0.1', port=int(sys.argv[1]))"
+)
+
+
+def timed(args: tuple[int, str, str, int]) -> list[float]:
+    """Send ``count`` pings (``run_id`` empty) or decides on one connection; each latency."""
+    port, token, run_id, count = args
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    connection = http.client.HTTPConnection(HOST, port, timeout=30)
+    latencies = []
+    for number in range(count):
+        if run_id:
+            method, target = "POST", "/api/v1/decision"
+            body: str | None = json.dumps(decide_body(run_id, number))
+        else:
+            method, target, body = "GET", "/api/v1/ping", None
+        began = time.perf_counter()
+        connection.request(method, target, body=body, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        latencies.append(time.perf_counter() - began)
+        if response.status != 200:
+            raise RuntimeError(f"{method} {target} answered {response.status}")
+    return latencies
+
+
+def rate(port: int, token: str, runs: Sequence[str], requests: int) -> tuple[float, float]:
+    """Requests a second from one client process per entry of ``runs``, and the p99."""
+    share = requests // len(runs)
+    with multiprocessing.get_context("spawn").Pool(len(runs)) as pool:
+        pool.map(timed, [(port, token, run, 50) for run in runs])
+        began = time.perf_counter()
+        results = pool.map(timed, [(port, token, run, share) for run in runs])
+        elapsed = time.perf_counter() - began
+    latencies = [latency for result in results for latency in result]
+    return len(latencies) / elapsed, percentile(latencies, 0.99)
+
+
+def over_http(db: Path, token: str, agent_id: str, requests: int) -> tuple[float, float, float]:
+    """The ping rate, the decide rate and the decide p99 from 4 client processes."""
+    with Governance.open(db) as gov:
+        session = gov.session(token)
+        runs = [new_run(session, agent_id) for _ in range(4)]
+    port = free_port()
+    process = start_server(
+        ["-c", SERVER, str(port), str(db)], port, env=dict(os.environ), timeout_s=30
+    )
+    try:
+        ping, _ = rate(port, token, [""] * 4, requests)
+        decide, p99 = rate(port, token, runs, requests)
+    finally:
+        stop_server(process)
+    return ping, decide, p99
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure and print every figure beside its goal."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--decisions", type=int, default=3000)
+    parser.add_argument("--requests", type=int, default=4000)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "decisions.db"
+        token, agent_id = prepare(db)
+        engine, whole = in_process(db, token, agent_id, args.decisions)
+        ping, decide, p99 = over_http(db, token, agent_id, args.requests)
+    ms = 1e3
+    print(f"{POLICIES} active policies, SQLite, {args.decisions} decisions in process")
+    print(f"engine alone:        p50 {statistics.median(engine) * ms:6.3f} ms  goal <= 0.2 ms;"
+          f"  p99 {percentile(engine, 0.99) * ms:6.3f} ms  goal <= 1 ms")
+    print(f"in-process decide:   p50 {statistics.median(whole) * ms:6.3f} ms  goal <= 0.2 ms;"
+          f"  p99 {percentile(whole, 0.99) * ms:6.3f} ms  goal <= 1 ms")
+    print(f"HTTP, 4 client processes, {args.requests} requests each kind")
+    print(f"GET /ping:           {ping:8.0f} req/s  (baseline)")
+    print(f"POST /decision:      {decide:8.0f} req/s  ratio {decide / ping:.2f}  goal >= 0.50;"
+          f"  p99 {p99 * ms:.1f} ms  goal <= 10 ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,19 @@
+"""Runtime governance: Cedar policies decide, before an agent acts, whether it may.
+
+- :mod:`~governance_core.policies.schema`: the request a policy sees, as a Cedar schema;
+- :mod:`~governance_core.policies.engine`: checking text and evaluating sets (``cedarpy``,
+  the ``policies`` extra; the package imports without it);
+- :mod:`~governance_core.policies.deciding`: a decision from the run's stored aggregates,
+  approvals bound by digest and used once, the ``policy_denied`` alert;
+- :mod:`~governance_core.policies.guard`: :func:`decide` and :func:`guard` for embedders.
+
+The operations are ``policies/*``, ``decisions/*`` and ``approvals/*``
+(:mod:`governance_core.operations`); docs/policies.md is the user's guide.
+"""
+
+from __future__ import annotations
+
+from governance_core.policies.engine import EXTRA, engine_available
+from governance_core.policies.guard import ActionDenied, ApprovalTimedOut, decide, guard
+
+__all__ = ["EXTRA", "ActionDenied", "ApprovalTimedOut", "decide", "engine_available", "guard"]

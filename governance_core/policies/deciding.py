@@ -1,0 +1,488 @@
+"""Deciding an action: the run's request, the account's policies, the outcome, the approval.
+
+Everything here runs in the caller's write transaction (``decisions/decide``). The request a
+policy sees is built from the run's stored aggregates, never from its spans: cost and tokens
+from its token groups and kept ``total_cost``, risk from its per-type span counts, counts
+from ``span_counts``, ``tool_calls`` by one indexed count of the run's allowed tool-call
+decisions, and the agent's cost today by one grouped sum over its runs started today (UTC).
+
+The account's policies are read again only when they changed: one grouped read (their
+number and the sum of their versions; a version only grows and policies are never
+deleted) tells, in every process on the same database, whether the compiled set kept for
+the account is current.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from datetime import datetime, time, timedelta
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from governance_core.caches import Caches
+from governance_core.clock import format_timestamp, parse_timestamp
+from governance_core.context import Context
+from governance_core.domain.alerts import find_alert, raise_alert
+from governance_core.domain.risk import Rulesets, instance_risk_score, span_type_data_risks
+from governance_core.domain.runs import run_schema_version
+from governance_core.errors import NotImplementedOperation
+from governance_core.policies.engine import (
+    CompiledSet,
+    CompiledSource,
+    cedar_value,
+    compile_source,
+    engine_available,
+    require_engine,
+)
+from governance_core.policies.schema import KIND_ACTIONS, RESOURCE_TYPES, UNKNOWN
+from governance_core.repository import Filter, Record, SortKey, tenant_filter
+from governance_core.rules.risk import Ruleset, parse_ruleset, score_run
+
+__all__ = [
+    "DEFAULT_APPROVAL_TTL",
+    "POLICY_DENIED",
+    "Action",
+    "ActivePolicies",
+    "Verdict",
+    "action_digest",
+    "active_policies",
+    "approval_status",
+    "decide_action",
+    "judge",
+    "run_request",
+]
+
+POLICY_DENIED = "policy_denied"
+"""The alert raised on a run the first time an enforce-mode policy denies it an action."""
+
+DEFAULT_APPROVAL_TTL = timedelta(hours=1)
+"""How long an approval waits for a person before it expires (and counts as rejected)."""
+
+_MICRO = Decimal(1_000_000)
+_LIVE_MODES = ("enforce", "observe")
+
+
+@attrs.frozen
+class Action:
+    """What a run asks to do: a kind, a name, its arguments and the span type it records."""
+
+    kind: str
+    name: str
+    args: Mapping[str, Any] = attrs.field(factory=dict)
+    span_type: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The action as stored and shown."""
+        return {
+            "kind": self.kind, "name": self.name, "args": dict(self.args),
+            "span_type": self.span_type,
+        }
+
+
+def action_digest(run_id: str, action: Action) -> str:
+    """The digest an approval binds: the run, kind, name and arguments (canonical JSON)."""
+    text = json.dumps(
+        [run_id, action.kind, action.name, action.args],
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@attrs.frozen
+class ActivePolicies:
+    """An account's enforce and observe policies, compiled into one set."""
+
+    records: Mapping[str, Record]
+    sources: Mapping[str, CompiledSource]
+    compiled: CompiledSet | None
+    needs: frozenset[str]
+    """Every attribute name the policies read: a figure none reads is not computed."""
+
+    def reads(self, *names: str) -> bool:
+        """Whether any policy reads any of the attributes ``names``."""
+        return not self.needs.isdisjoint(names)
+
+    def in_scope(self, instance: Record) -> list[Record]:
+        """The policies whose scope holds the run (an empty list in a scope means all)."""
+        found = []
+        for record in self.records.values():
+            scope = record.get("scope") or {}
+            environments, agents = scope.get("environment_ids"), scope.get("agent_ids")
+            if environments and instance["environment_id"] not in environments:
+                continue
+            if agents and instance["agent_id"] not in agents:
+                continue
+            found.append(record)
+        return found
+
+
+_NONE = ActivePolicies({}, {}, None, frozenset())
+_RISK = ("risk_score", "risk_level", "peak_classification", "data_categories")
+_DECLARED = ("categories", "actions", "classification")
+
+
+def _attributes(node: Any) -> set[str]:
+    """Every attribute name a Cedar JSON expression reads (``.`` and ``has``)."""
+    found: set[str] = set()
+    if isinstance(node, list):
+        for item in node:
+            found |= _attributes(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key in (".", "has") and isinstance(value, dict) and "attr" in value:
+                found.add(str(value["attr"]))
+            found |= _attributes(value)
+    return found
+
+
+class _Kept:
+    """What one Governance keeps: each account's compiled policies, by their version stamp."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_account: dict[str, tuple[tuple[int, int | float | None], ActivePolicies]] = {}
+
+
+_KEPT: weakref.WeakKeyDictionary[Caches, _Kept] = weakref.WeakKeyDictionary()
+_KEPT_LOCK = threading.Lock()
+
+
+def _kept(caches: Caches) -> _Kept:
+    with _KEPT_LOCK:
+        kept = _KEPT.get(caches)
+        if kept is None:
+            kept = _KEPT[caches] = _Kept()
+        return kept
+
+
+def active_policies(ctx: Context) -> ActivePolicies:
+    """The caller's account's live policies, compiled once per change of any of them."""
+    account = ctx.account_id
+    rows = ctx.store.aggregate("policies", sums=["version"], filters=[tenant_filter(account)])
+    stamp = (rows[0].count, rows[0].sums[0]) if rows else (0, 0)
+    if stamp[0] == 0:
+        return _NONE
+    kept = _kept(ctx.caches)
+    found = kept.by_account.get(account)
+    if found is not None and found[0] == stamp:
+        return found[1]
+    records = {
+        record["id"]: record
+        for record in ctx.store.query(
+            "policies",
+            [tenant_filter(account), Filter("mode", "in", list(_LIVE_MODES))],
+            sort=[SortKey("id")],
+        )
+    }
+    if records and not engine_available():
+        raise NotImplementedOperation(
+            "this account has policies and the Cedar engine is not installed here: install"
+            " the 'policies' extra (pip install 'governance[policies]') to decide"
+        )
+    if not records:
+        active = _NONE
+    else:
+        require_engine()
+        sources = {policy_id: compile_source(r["source"]) for policy_id, r in records.items()}
+        needs = _attributes([s.est for c in sources.values() for s in c.statements])
+        active = ActivePolicies(records, sources, CompiledSet(sources), frozenset(needs))
+    with kept.lock:
+        if len(kept.by_account) >= 1024:
+            kept.by_account.clear()
+        kept.by_account[account] = (stamp, active)
+    return active
+
+
+def _micro(amount: float | int | Decimal | None) -> int:
+    if amount is None:
+        return 0
+    return int((Decimal(str(amount)) * _MICRO).to_integral_value())
+
+
+def _resource_attributes(data_risk: Mapping[str, Any] | None) -> dict[str, Any]:
+    if data_risk is None:
+        return {"categories": [], "actions": [], "classification": UNKNOWN}
+    scored = score_run({"_": 1}, {"_": data_risk}, _neutral_ruleset())
+    return {
+        "categories": scored["all_data_categories"],
+        "actions": scored["allowed_actions"],
+        "classification": scored["peak_classification"] or UNKNOWN,
+    }
+
+
+@functools.cache
+def _neutral_ruleset() -> Ruleset:
+    """A ruleset for reading a type's declarations alone (its scores are not used)."""
+    return parse_ruleset({
+        "category_weights": {}, "action_multipliers": {},
+        "thresholds": {"medium": 1, "high": 2, "critical": 3},
+    })
+
+
+def _elapsed_ms(instance: Record, now: datetime) -> int:
+    started = instance.get("started_at") or instance.get("inserted_at")
+    if not started:
+        return 0
+    return max(0, int((now - parse_timestamp(started)).total_seconds() * 1000))
+
+
+def run_request(
+    ctx: Context, instance: Record, action: Action, active: ActivePolicies
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The request a policy sees for ``action`` by the run ``instance``, and its entities.
+
+    A figure no policy of ``active`` reads is left at its empty value rather than computed
+    (the decision keeps the outcome and reasons, not the request).
+    """
+    agent: Record = {}
+    if active.reads("external_identifier", *_RISK):
+        agent = ctx.store.get("agents", instance["agent_id"]) or {}
+    schema_version = run_schema_version(ctx, instance)
+    risk: Mapping[str, Any] = {}
+    if active.reads(*_RISK):
+        ruleset = Rulesets(ctx).for_agent(instance["agent_id"], agent)
+        risk = instance_risk_score(instance, schema_version, ruleset) or {}
+    groups = instance.get("token_groups") or []
+    counts = instance.get("span_counts") or {}
+    tool_calls = 0
+    if active.reads("tool_calls"):
+        tool_calls = ctx.store.count("decisions", [
+            Filter("agent_instance_id", "eq", instance["id"]),
+            Filter("action_kind", "eq", "tool_call"),
+            Filter("outcome", "eq", "allow"),
+        ])
+    cost_today = 0
+    if active.reads("cost_today_micro_usd"):
+        midnight = datetime.combine(ctx.now.date(), time(), tzinfo=ctx.now.tzinfo)
+        rows = ctx.store.aggregate("agent_instances", sums=["total_cost"], filters=[
+            Filter("agent_id", "eq", instance["agent_id"]),
+            Filter("started_at", "ge", format_timestamp(midnight)),
+        ])
+        cost_today = _micro(rows[0].sums[0]) if rows else 0
+    run = {
+        "cost_micro_usd": _micro(instance.get("total_cost")),
+        "input_tokens": sum(int(g.get("input") or 0) + int(g.get("cache_read") or 0)
+                            for g in groups),
+        "output_tokens": sum(int(g.get("output") or 0) for g in groups),
+        "risk_score": int(Decimal(str(risk.get("total_score") or 0))),
+        "risk_level": risk.get("risk_level") or UNKNOWN,
+        "peak_classification": risk.get("peak_classification") or UNKNOWN,
+        "data_categories": list(risk.get("all_data_categories") or []),
+        "span_count": int(counts.get("total") or 0),
+        "tool_calls": tool_calls,
+        "elapsed_ms": _elapsed_ms(instance, ctx.now),
+    }
+    span_type = action.name if action.kind == "span" else action.span_type
+    resource_type = RESOURCE_TYPES[action.kind]
+    principal = {"type": "Agent", "id": instance["agent_id"]}
+    resource = {"type": resource_type, "id": action.name}
+    entities = [
+        {"uid": principal, "parents": [], "attrs": {
+            "environment_id": instance["environment_id"],
+            "external_identifier": agent.get("external_identifier") or "",
+            "deployment_id": instance.get("agent_deployment_id") or "",
+        }},
+        {"uid": resource, "parents": [],
+         "attrs": _resource_attributes(
+             span_type_data_risks(schema_version).get(span_type)
+             if span_type and active.reads(*_DECLARED) else None
+         )},
+    ]
+    request = {
+        "principal": principal,
+        "action": {"type": "Action", "id": KIND_ACTIONS[action.kind]},
+        "resource": resource,
+        "context": {
+            "args": cedar_value(dict(action.args)),
+            "run": run,
+            "agent": {"cost_today_micro_usd": cost_today},
+        },
+    }
+    return request, entities
+
+
+@attrs.frozen
+class Verdict:
+    """What the policies said: the outcome, what observe mode would add, warnings, reasons."""
+
+    outcome: str
+    observed_outcome: str | None
+    warnings: tuple[str, ...]
+    reasons: tuple[dict[str, Any], ...]
+
+
+def _strongest(kinds: Sequence[str]) -> str:
+    if "deny" in kinds:
+        return "deny"
+    if "approval" in kinds:
+        return "pending_approval"
+    return "allow"
+
+
+def judge(
+    ctx: Context, instance: Record, action: Action, active: ActivePolicies
+) -> Verdict:
+    """Evaluate ``action`` against the policies in the run's scope and combine them.
+
+    Deny wins over pending approval, which wins over allow; a forbid with ``@warn`` adds a
+    warning and never blocks; observe-mode policies change only ``observed_outcome``.
+    """
+    scoped = {record["id"]: record for record in active.in_scope(instance)}
+    if not scoped or active.compiled is None:
+        return Verdict("allow", None, (), ())
+    request, entities = run_request(ctx, instance, action, active)
+    evaluation = active.compiled.evaluate(request, entities)
+    hits = list(dict.fromkeys([*evaluation.matched, *evaluation.errors]))
+    enforced: list[str] = []
+    observed: list[str] = []
+    warnings: list[str] = []
+    reasons: list[dict[str, Any]] = []
+    for policy_id, index in hits:
+        record = scoped.get(policy_id)
+        if record is None:
+            continue
+        statement = active.sources[policy_id].statements[index]
+        error = evaluation.errors.get((policy_id, index))
+        if statement.warning is not None:
+            warnings.append(statement.warning or f"policy {record['name']!r} warns")
+            continue
+        kind = "approval" if statement.approval is not None else "deny"
+        message = (
+            statement.approval or statement.reason or f"forbidden by policy {record['name']!r}"
+        )
+        if error is not None:
+            message += f" (the policy could not be evaluated, which blocks: {error})"
+        (enforced if record["mode"] == "enforce" else observed).append(kind)
+        reasons.append({
+            "policy_id": policy_id, "policy_version": record["version"], "message": message,
+            "mode": record["mode"], "effect": kind,
+        })
+    observing = any(record["mode"] == "observe" for record in scoped.values())
+    return Verdict(
+        _strongest(enforced),
+        _strongest(enforced + observed) if observing else None,
+        tuple(warnings), tuple(reasons),
+    )
+
+
+def approval_status(record: Record, now: datetime) -> str:
+    """An approval's status as read now: a pending one past ``expires_at`` is ``expired``."""
+    status: str = record["status"]
+    if status == "pending" and parse_timestamp(record["expires_at"]) <= now:
+        return "expired"
+    return status
+
+
+def _consume(ctx: Context, instance: Record, digest: str, decision_id: str) -> Record | None:
+    """Take the run's approved, unused approval of this action, once; None when there is none.
+
+    The read and the write are in the decision's transaction: on SQLite the writer lock, on
+    PostgreSQL a serializable transaction (two that take the same approval cannot both
+    commit; the loser runs again and finds it used) make the use happen once.
+    """
+    for record in ctx.store.query("approvals", [
+        Filter("agent_instance_id", "eq", instance["id"]),
+        Filter("digest", "eq", digest),
+        Filter("status", "eq", "approved"),
+    ], sort=[SortKey("id")]):
+        if record.get("consumed_at") is None:
+            used = {
+                **record, "consumed_at": format_timestamp(ctx.now),
+                "consumed_by_decision_id": decision_id, "updated_at": format_timestamp(ctx.now),
+            }
+            ctx.store.put("approvals", used)
+            return used
+    return None
+
+
+def _pending(ctx: Context, instance: Record, digest: str) -> Record | None:
+    for record in ctx.store.query("approvals", [
+        Filter("agent_instance_id", "eq", instance["id"]),
+        Filter("digest", "eq", digest),
+        Filter("status", "eq", "pending"),
+    ], sort=[SortKey("id")]):
+        if approval_status(record, ctx.now) == "pending":
+            return record
+    return None
+
+
+def decide_action(
+    ctx: Context, instance: Record, action: Action, *, approval_ttl: timedelta | None = None
+) -> Record:
+    """Decide ``action`` for the run ``instance``, store the decision and answer its record.
+
+    A pending approval outcome uses an approved approval of the same action once (then the
+    outcome is ``allow``), else joins the action's pending approval, else opens one that
+    expires after ``approval_ttl``. The first enforce-mode deny of a run raises
+    :data:`POLICY_DENIED` on it.
+    """
+    active = active_policies(ctx)
+    verdict = judge(ctx, instance, action, active)
+    decision_id = ctx.new_id()
+    now = format_timestamp(ctx.now)
+    outcome, approval_id = verdict.outcome, None
+    reasons = [dict(reason) for reason in verdict.reasons]
+    if outcome == "pending_approval":
+        digest = action_digest(instance["id"], action)
+        used = _consume(ctx, instance, digest, decision_id)
+        if used is not None:
+            outcome = "allow"
+            reasons = [
+                {**reason, "approval_id": used["id"]} if reason["effect"] == "approval"
+                else reason
+                for reason in reasons
+            ]
+        else:
+            pending = _pending(ctx, instance, digest)
+            if pending is None:
+                pending = _open_approval(
+                    ctx, instance, action, digest, decision_id, reasons,
+                    approval_ttl or DEFAULT_APPROVAL_TTL,
+                )
+            approval_id = pending["id"]
+    decision = {
+        "id": decision_id, "account_id": instance["account_id"],
+        "agent_instance_id": instance["id"], "agent_id": instance["agent_id"],
+        "environment_id": instance["environment_id"], "action": action.to_json(),
+        "action_kind": action.kind, "outcome": outcome,
+        "observed_outcome": verdict.observed_outcome, "warnings": list(verdict.warnings),
+        "reasons": reasons, "approval_id": approval_id, "decided_at": now, "inserted_at": now,
+    }
+    ctx.store.put("decisions", decision)
+    if outcome == "deny" and find_alert(ctx, instance["id"], POLICY_DENIED) is None:
+        raise_alert(ctx, instance, POLICY_DENIED, "error", {
+            "decision_id": decision_id, "action_kind": action.kind, "action_name": action.name,
+            "policy_ids": sorted({r["policy_id"] for r in reasons if r["mode"] == "enforce"}),
+        })
+    return decision
+
+
+def _open_approval(
+    ctx: Context,
+    instance: Record,
+    action: Action,
+    digest: str,
+    decision_id: str,
+    reasons: list[dict[str, Any]],
+    ttl: timedelta,
+) -> Record:
+    now = format_timestamp(ctx.now)
+    record = {
+        "id": ctx.new_id(), "account_id": instance["account_id"],
+        "agent_instance_id": instance["id"], "agent_id": instance["agent_id"],
+        "environment_id": instance["environment_id"], "decision_id": decision_id,
+        "action": action.to_json(), "digest": digest, "status": "pending",
+        "expires_at": format_timestamp(ctx.now + ttl), "inserted_at": now, "updated_at": now,
+        "reasons": [r for r in reasons if r["effect"] == "approval"],
+        "resolved_at": None, "resolved_by": None, "resolution_reason": None,
+        "consumed_at": None, "consumed_by_decision_id": None,
+    }
+    ctx.store.put("approvals", record)
+    return record

@@ -1,0 +1,1 @@
+"""Runtime governance: policies, decisions and approvals."""

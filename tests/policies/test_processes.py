@@ -1,0 +1,79 @@
+"""Several processes on one database: policy changes are seen, an approval is used once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from governance_core.service import Governance
+from tests.policies.support import CONFIG, RunWorld, run_world
+from tests.stores import scratch_database
+
+REFUNDS = (
+    '@approval("refunds over 100 need a person")\n'
+    'forbid (principal, action == Action::"call_tool", resource == Tool::"refund")\n'
+    "when { context.args has amount && context.args.amount > 100 };"
+)
+
+
+def test_a_policy_change_in_one_process_is_seen_by_another(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    with Governance.open(path, config=CONFIG) as writer, Governance.open(
+        path, config=CONFIG
+    ) as reader:
+        world = run_world(writer, writer.bootstrap())
+        run = world.run()
+        policy = world.policy('forbid (principal, action, resource == Tool::"email");')
+        session = reader.session(world.boot.token)
+
+        def decide() -> str:
+            return str(session.details("decisions/decide", {
+                "agent_instance_id": run, "action": {"kind": "tool_call", "name": "email"},
+            })["outcome"])
+
+        assert decide() == "deny"
+        world.session.call("policies/update", {"policy_id": policy["id"], "mode": "disabled"})
+        assert decide() == "allow"
+        world.session.call("policies/update", {"policy_id": policy["id"], "mode": "enforce"})
+        assert decide() == "deny"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    with scratch_database("governance_policies") as url:
+        yield url
+
+
+def test_two_servers_never_both_use_one_approval(postgres_url: str) -> None:
+    with Governance.open(postgres_url, config=CONFIG) as first, Governance.open(
+        postgres_url, config=CONFIG
+    ) as second:
+        world: RunWorld = run_world(first, first.bootstrap())
+        world.policy(REFUNDS)
+        sessions = [first.session(world.boot.token), second.session(world.boot.token)]
+        for attempt in range(5):
+            run = world.run()
+            held = world.decide(run, "tool_call", "refund", {"amount": 500})
+            world.session.call("approvals/approve", {"approval_id": held["approval_id"]})
+            start = threading.Barrier(4)
+            outcomes: list[str] = []
+
+            def decide(
+                index: int, run: str, start: threading.Barrier, outcomes: list[str]
+            ) -> None:
+                start.wait()
+                outcomes.append(world.decide(
+                    run, "tool_call", "refund", {"amount": 500}, session=sessions[index % 2]
+                )["outcome"])
+
+            threads = [
+                threading.Thread(target=decide, args=(i, run, start, outcomes)) for i in range(4)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert sorted(outcomes) == ["allow", *["pending_approval"] * 3], attempt
