@@ -16,10 +16,18 @@ from governance_http.auth import FailedAttemptsGuard
 from governance_http.body import MAX_BODY_BYTES, MAX_JSON_DEPTH, BodyLimits
 from governance_http.console import mount_console
 from governance_http.errors import register_error_handlers
+from governance_http.jsonlines import RunLinesResource
 from governance_http.openapi import build_document
 from governance_http.requestlog import RequestLog
 from governance_http.resources import OpenApiResource, OperationResource, PingResource
-from governance_http.routes import PREFIX, ROUTES, Route, served_routes
+from governance_http.routes import (
+    JSON_LINES_EXPORT,
+    PREFIX,
+    ROUTES,
+    RUN_EXPORT,
+    Route,
+    served_routes,
+)
 
 __all__ = ["create_app"]
 
@@ -62,6 +70,8 @@ def create_app(
         by_path.setdefault(route.path, []).append(route)
     for path, group in by_path.items():
         app.add_route(path, OperationResource(governance, group, limits))
+    if any(route.operation == RUN_EXPORT for route in served):
+        app.add_route(PREFIX + JSON_LINES_EXPORT, RunLinesResource(governance))
     app.add_route(f"{PREFIX}/ping", PingResource(governance))
     document = build_document(served, governance.registry)
     app.add_route(f"{PREFIX}/openapi.json", OpenApiResource(document))

@@ -45,6 +45,11 @@ same app serves OpenTelemetry trace ingest at `POST /v1/traces` and `POST
 /api/v1/otlp/v1/traces` when the `otel` extra is installed (OTLP's own request and response
 shapes, not described by this document: see [opentelemetry.md](opentelemetry.md)), and the web
 console's pages under `/` (see [console.md](console.md)).
+
+A run read whole: `GET /api/v1/agent_instance/{agent_instance_id}/export.jsonl` answers
+`application/x-ndjson`, the run's details on the first line and then one span a line in start
+order (`started_at`, then `id`), written page after page of `agent_instances/export` (below; the
+same query: `redacted`, `page_size`, `cursor`). Errors answer JSON before any line.
 """
 
 

@@ -167,10 +167,19 @@ def span_rows(
     return rows
 
 
+def _export_pages(session: Session, run_id: str) -> Iterator[dict[str, Any]]:
+    """The pages of a run's export: its details and its spans in start order, redacted."""
+    page = session.call("agent_instances/export", {"agent_instance_id": run_id})
+    yield page
+    while page["next_cursor"] is not None:
+        page = session.call(
+            "agent_instances/export", {"agent_instance_id": run_id, "cursor": page["next_cursor"]}
+        )
+        yield page
+
+
 def _all_spans(session: Session, run_id: str) -> list[dict[str, Any]]:
-    listed = pages(session.call, "agent_spans/list",
-                   {"agent_instance_id": run_id, "sorting": "started_at"})
-    return [span for page in listed for span in page["summaries"]]
+    return [span for page in _export_pages(session, run_id) for span in page["spans"]]
 
 
 def _span_label(row: dict[str, Any]) -> str:
@@ -223,9 +232,10 @@ def runs_show(args: argparse.Namespace) -> int:
 
 def _records(session: Session, args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     if args.run is not None:
-        run = session.details("agent_instances/show", {"agent_instance_id": args.run})
-        yield run
-        yield from _all_spans(session, run["id"])
+        for number, page in enumerate(_export_pages(session, args.run)):
+            if number == 0:
+                yield page["details"]
+            yield from page["spans"]
         return
     yield session.details("accounts/show")
     for operation in ("environments/list", "agents/list"):
@@ -237,7 +247,8 @@ def _records(session: Session, args: argparse.Namespace) -> Iterator[dict[str, A
         for page in (first, *runs):
             for run in page["summaries"]:
                 yield run
-                yield from _all_spans(session, run["id"])
+                for spans in _export_pages(session, run["id"]):
+                    yield from spans["spans"]
                 tick()
     for page in pages(session.call, "alerts/list", {"sorting": "raised_at"}):
         yield from page["summaries"]
