@@ -97,6 +97,17 @@ def bench(session: nox.Session) -> None:
         "benchmarks/otlp_bench.py",
         "benchmarks/console_bench.py",
         "benchmarks/postgres_bench.py",
+        "benchmarks/id_bench.py",
+        "benchmarks/schema_work_bench.py",
+        "benchmarks/writer_hold_bench.py",
+        "benchmarks/run_read_bench.py",
+        "benchmarks/run_find_bench.py",
+        "benchmarks/disk_bench.py",
+        "benchmarks/decision_bench.py",
+        "benchmarks/slow_body_bench.py",
+        "benchmarks/otlp_concurrency_bench.py",
+        "benchmarks/delivery_bench.py",
+        "benchmarks/rekey_bench.py",
     ):
         session.run("python", script)
     session.run("python", "benchmarks/serve_bench.py", "--goals", "--rounds", "3")

@@ -42,14 +42,17 @@ from governance_core.errors import (
     WriteConflict,
 )
 from governance_core.ids import IdFactory, SeededIds, is_pfid
+from governance_core.policies import ActionDenied, ApprovalTimedOut
 from governance_core.recording import Run, RunTerminated, SpanRecorder
 from governance_core.service import Bootstrap, Governance, Session
 from governance_core.storage import Filter, MemoryStore, Record, SortKey, SQLiteStore, Store
 
 __all__ = [
     "AccountOperations",
+    "ActionDenied",
     "AlertAlreadyCleared",
     "AlertUnknown",
+    "ApprovalTimedOut",
     "BadAuthToken",
     "BadRequest",
     "Bootstrap",

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from governance_core import policies
 from governance_core.caches import Caches
 from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp
@@ -440,6 +441,37 @@ class Session(AccountOperations):
         """Run an operation that answers one resource, and return that resource."""
         result: dict[str, Any] = self.call(operation, params, **members)["details"]
         return result
+
+    def decide(
+        self,
+        agent_instance_id: str,
+        kind: str,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Ask whether run ``agent_instance_id`` may take an action now; the Decision.
+
+        ``kind`` is ``tool_call``, ``model_call`` or ``span``; a deny is an outcome, never an
+        exception (see :func:`governance_core.policies.decide` for ``options``).
+        """
+        return policies.decide(self, agent_instance_id, kind, name, args, **options)
+
+    def guard(
+        self,
+        agent_instance_id: str,
+        kind: str,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """The allowing Decision, after waiting for a person's approval where one is needed.
+
+        Raises :class:`~governance_core.policies.ActionDenied` for a deny, a rejection or an
+        expiry, and :class:`~governance_core.policies.ApprovalTimedOut` when nobody resolved
+        the approval in time (see :func:`governance_core.policies.guard` for ``options``).
+        """
+        return policies.guard(self, agent_instance_id, kind, name, args, **options)
 
     def run(
         self,

@@ -83,3 +83,12 @@ def test_guard_gives_up_after_its_timeout(world: RunWorld) -> None:
         guard(world.session, world.run(), "tool_call", "refund", {"amount": 500},
               timeout=10, poll_interval=3, sleep=clock.sleep, monotonic=clock.monotonic)
     assert clock.now == 10 and clock.waits == 4
+
+
+def test_an_embedding_session_decides_and_guards(world: RunWorld) -> None:
+    world.policy(REFUNDS)
+    run = world.run()
+    assert world.session.decide(run, "tool_call", "wipe")["outcome"] == "deny"
+    assert world.session.guard(run, "tool_call", "refund", {"amount": 5})["outcome"] == "allow"
+    with pytest.raises(ActionDenied):
+        world.session.guard(run, "tool_call", "wipe")
