@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from governance_core.clock import FixedClock, format_timestamp
+from governance_core.clock import FixedClock
 from governance_core.idempotency import (
     KEEP_FOR,
     pack_response,
@@ -18,11 +17,6 @@ from governance_core.idempotency import (
     unpack_response,
 )
 from governance_core.service import Bootstrap, Governance
-from governance_http.serving import (
-    IDEMPOTENCY_WINDOW_VARIABLE,
-    parse_idempotency_window,
-    start_idempotency_purge,
-)
 from tests.core.span_world import SpanWorld, span_world
 
 TABLE = "idempotency_keys"
@@ -113,41 +107,3 @@ def test_a_purge_keeps_at_least_the_window_of_decisions(world: SpanWorld) -> Non
     for batch in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match="batch"):
             purge_expired_keys(world.gov.store, world.gov.clock(), batch=batch)  # type: ignore[arg-type]
-
-
-def test_the_window_variable_is_checked() -> None:
-    assert parse_idempotency_window(None) == parse_idempotency_window(" ") == KEEP_FOR
-    assert parse_idempotency_window("off") is None
-    assert parse_idempotency_window("48") == timedelta(hours=48)
-    for wrong in ("12", "abc", "inf", "nan", "-30"):
-        with pytest.raises(ValueError, match=IDEMPOTENCY_WINDOW_VARIABLE):
-            parse_idempotency_window(wrong)
-
-
-def test_the_server_purges_periodically(
-    world: SpanWorld, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    create(world, "swept-key-0001")
-    clock(world).advance(timedelta(hours=49))
-    create(world, "swept-key-0002")
-    monkeypatch.setenv(IDEMPOTENCY_WINDOW_VARIABLE, "48")
-    purged = threading.Event()
-    original = world.gov.store.delete
-
-    def delete(table: str, key: str) -> bool:
-        deleted = original(table, key)
-        purged.set()
-        return deleted
-
-    monkeypatch.setattr(world.gov.store, "delete", delete)
-    stop = start_idempotency_purge(world.gov, every=0.01)
-    assert stop is not None
-    try:
-        assert purged.wait(10)
-    finally:
-        stop.set()
-    assert stored(world, "swept-key-0001") is None
-    assert stored(world, "swept-key-0002") is not None
-    assert format_timestamp(world.gov.clock()) > "2026-01-03"
-    monkeypatch.setenv(IDEMPOTENCY_WINDOW_VARIABLE, "off")
-    assert start_idempotency_purge(world.gov) is None

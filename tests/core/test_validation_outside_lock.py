@@ -34,7 +34,7 @@ from governance_core.service import Governance
 from governance_core.storage.memory import MemoryStore
 from tests.core.runs import Caller, account_caller, make_agent
 from tests.core.span_world import register_run
-from tests.otel.test_large_exports import export
+from tests.otel.exports import export
 
 CREATE = "agent_spans/create"
 
