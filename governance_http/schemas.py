@@ -142,7 +142,7 @@ RESOURCE_FIELDS: dict[str, dict[str, str]] = {
     "monitor": {
         "id": "id", "account_id": "id", "name": "str",
         "metric": "enum:run_count,failed_runs,error_rate,cost_usd,tokens,p95_duration_seconds,"
-        "critical_alerts,high_risk_runs,quality_score_average",
+        "critical_alerts,high_risk_runs,quality_score_average,policy_denials",
         "comparison": "enum:gt,ge,lt,le", "window_seconds": "int", "status": "enum:active,paused",
         "level": "enum:unknown,ok,warning,critical", "agent_id": "id?", "environment_id": "id?",
         "warning": "num?", "critical": "num?", "hysteresis": "num",

@@ -3,9 +3,10 @@
 :func:`level_after` is the pure rule: a level is entered when the value passes its threshold
 and left only when the value comes back past the threshold by the monitor's ``hysteresis``,
 so a value hovering at a threshold does not flap. :func:`measure` computes a metric from the
-stored runs and alerts of the window, and :func:`evaluate` applies both to a monitor in the
-caller's transaction: a change of level is a ``monitor.state_changed`` event, raises (or
-updates) the monitor's alert on the latest run in its scope, and clears it on return to ok.
+stored runs, alerts and policy decisions of the window, and :func:`evaluate` applies both to a
+monitor in the caller's transaction: a change of level is a ``monitor.state_changed`` event,
+raises (or updates) the monitor's alert on the latest run in its scope, and clears it on
+return to ok.
 Time comes from the context only.
 """
 
@@ -42,7 +43,7 @@ __all__ = [
 
 METRICS = (
     "run_count", "failed_runs", "error_rate", "cost_usd", "tokens", "p95_duration_seconds",
-    "critical_alerts", "high_risk_runs", "quality_score_average",
+    "critical_alerts", "high_risk_runs", "quality_score_average", "policy_denials",
 )
 """What a monitor may measure over its window (see docs/notifications.md)."""
 COMPARISONS = ("gt", "ge", "lt", "le")
@@ -112,7 +113,10 @@ def _scope(monitor: Monitor) -> list[Filter]:
 
 
 def measure(ctx: Context, monitor: Monitor) -> float | None:
-    """The monitor's metric over the live runs started in its window ending now.
+    """The monitor's metric over its window ending now.
+
+    Over the live runs started in the window, but for ``critical_alerts`` (alerts raised in
+    it) and ``policy_denials`` (decisions denied in it, each counted in the store).
 
     None when the metric has no value (an error rate with no finished run, a duration
     percentile with none, an average of nothing).
@@ -122,6 +126,13 @@ def measure(ctx: Context, monitor: Monitor) -> float | None:
         return float(ctx.store.count("alerts", [
             *_scope(monitor), Filter("severity", "eq", "critical"),
             Filter("raised_at", "ge", since),
+        ]))
+    if monitor.metric == "policy_denials":
+        # Only enforce-mode denials: an observe-mode deny is kept as ``observed_outcome``
+        # on an allowed decision and blocked nothing.
+        return float(ctx.store.count("decisions", [
+            *_scope(monitor), Filter("outcome", "eq", "deny"),
+            Filter("decided_at", "ge", since),
         ]))
     runs = ctx.store.query("agent_instances", [
         *_scope(monitor), Filter("purpose", "eq", "live"), Filter("started_at", "ge", since),

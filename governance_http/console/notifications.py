@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from governance_core.errors import NotFound
+from governance_core.notifications.monitors import COMPARISONS, METRICS
 from governance_http.console.pages import Action, Page
 from governance_http.console.web import Console, Visit
 
@@ -16,11 +17,6 @@ __all__ = ["notification_routes"]
 
 PAGE_SIZE = 25
 DELIVERY_STATUSES = ("pending", "delivered", "dead")
-METRICS = (
-    "run_count", "failed_runs", "error_rate", "cost_usd", "tokens", "p95_duration_seconds",
-    "critical_alerts", "high_risk_runs", "quality_score_average",
-)
-COMPARISONS = ("gt", "ge", "lt", "le")
 
 
 def _number(raw: str | None) -> float | str | None:

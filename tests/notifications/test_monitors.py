@@ -19,6 +19,7 @@ from governance_core.service import Governance
 from tests.core.runs import Caller, account_caller, make_agent, register
 from tests.notifications.conftest import LOOPBACK_ONLY
 from tests.notifications.world import deliveries, destination
+from tests.policies.support import run_world
 from tests.stores import STORE_KINDS, make_store
 
 
@@ -196,3 +197,46 @@ def test_a_monitor_is_updated_versioned_and_deleted(
     assert same["version"] == 2
     caller.call("monitors/delete", monitor_id=made["id"])
     assert caller.call("monitors/list")["summaries"] == []
+
+
+def test_policy_denials_count_enforce_denials_in_the_window_per_scope(
+    clocked: tuple[Governance, FixedClock],
+) -> None:
+    gov, clock = clocked
+    world = run_world(gov, gov.bootstrap())
+    other = world.session.details("agents/create", {"name": "Other"})["id"]
+    staging = world.session.details("environments/create", {"name": "staging"})["id"]
+    world.policy('forbid (principal, action == Action::"call_tool", resource == Tool::"email");')
+    world.policy('forbid (principal, action == Action::"call_tool", resource == Tool::"sms");',
+                 name="observed", mode="observe")
+    run, other_run = world.run(), world.run(other)
+    staged = world.run(environment_id=staging)
+    outcomes = [
+        world.decide(run, "tool_call", "email")["outcome"],
+        world.decide(run, "tool_call", "sms")["outcome"],
+        world.decide(run, "tool_call", "search")["outcome"],
+        world.decide(other_run, "tool_call", "email")["outcome"],
+        world.decide(staged, "tool_call", "email")["outcome"],
+    ]
+    assert outcomes == ["deny", "allow", "allow", "deny", "deny"]
+
+    def denials(**scope: Any) -> float | None:
+        made = world.session.details("monitors/create", {
+            "name": f"denials {scope} {clock.now}", "metric": "policy_denials",
+            "window_seconds": 600, "warning": 1, "comparison": "ge", **scope,
+        })
+        [evaluated] = world.session.call(
+            "monitors/evaluate", {"monitor_id": made["id"]})["evaluated"]
+        assert evaluated["level"] == ("warning" if evaluated["last_value"] else "ok")
+        result: float | None = evaluated["last_value"]
+        return result
+
+    assert denials(agent_id=world.agent_id) == 2, "the observe-mode deny was allowed"
+    assert denials(agent_id=other) == 1
+    assert denials(environment_id=staging) == 1
+    assert denials() == 3
+    clock.advance(timedelta(minutes=5))
+    world.decide(run, "tool_call", "email")
+    clock.advance(timedelta(minutes=6))
+    assert denials(agent_id=world.agent_id) == 1, "only the denial within the window"
+    assert denials() == 1
