@@ -14,7 +14,10 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 
 from governance_core.errors import GovernanceError, ValidationErrors
-from governance_http.cli import admin, deliver, keys, reads
+from governance_core.notifications.monitors import COMPARISONS, LEVELS, METRICS
+from governance_core.notifications.outbox import BODY_FORMATS, EVENT_TYPES
+from governance_core.operations.deliveries import STATUSES as DELIVERY_STATUSES
+from governance_http.cli import admin, deliver, keys, notify, reads
 from governance_http.cli.output import DISTRIBUTION, CommandError
 from governance_http.settings import (
     DB_ENVIRONMENT_VARIABLE,
@@ -186,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
                     [*common, account])
     shown.add_argument("run_id", metavar="RUN_ID", help="the run's (agent instance's) id")
 
+    _notification_commands(commands, command, common, account)
+
     export = command(commands, "export", "write a run or an account as JSON Lines",
                      reads.export, [store])
     export.add_argument("--run", help="a run's id: the run, then its spans")
@@ -194,6 +199,82 @@ def build_parser() -> argparse.ArgumentParser:
                         "spans, alerts")
     export.add_argument("--output", "-o", help="file to write (default: standard output)")
     return parser
+
+
+def _notification_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    command: Callable[..., argparse.ArgumentParser],
+    common: Sequence[argparse.ArgumentParser],
+    account: argparse.ArgumentParser,
+) -> None:
+    """``monitors``, ``destinations`` and ``deliveries`` (see docs/notifications.md).
+
+    Lists, show and resend take ``--account`` to narrow them to one account; a create works
+    in one account: the one named, or the store's only one.
+    """
+    parents = [*common, account]
+
+    def in_one_account(made: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        made.add_argument("--account", help="the account to create it in (default: the "
+                          "store's only account)")
+        return made
+    monitors = _group(commands, "monitors", "list, create and show monitors", ["monitor"])
+    listed = command(monitors, "list", "list monitors with their level and last value",
+                     notify.monitors_list, parents)
+    listed.add_argument("--metric", choices=METRICS, help="only monitors of this metric")
+    listed.add_argument("--level", choices=LEVELS,
+                        help="only monitors at this level")
+    create = in_one_account(command(monitors, "create", "create a monitor; print it",
+                                    notify.monitors_create, common))
+    create.add_argument("--name", required=True, help="its name (the alert is monitor:NAME)")
+    create.add_argument("--metric", required=True, choices=METRICS, help="what it measures")
+    create.add_argument("--window", required=True, type=notify.parse_window,
+                        help="the window measured: seconds, or 15m, 1h, 7d")
+    create.add_argument("--comparison", choices=COMPARISONS,
+                        help="how the value is compared with a threshold (default gt)")
+    create.add_argument("--warning", type=float, help="the warning threshold")
+    create.add_argument("--critical", type=float, help="the critical threshold")
+    create.add_argument("--hysteresis", type=float,
+                        help="how far back past a threshold the value must come to leave it")
+    create.add_argument("--every", type=notify.parse_window,
+                        help="evaluate this often: seconds, or 1m, 1h (default 60 s)")
+    create.add_argument("--agent-id", dest="agent_id", help="only this agent's runs")
+    create.add_argument("--environment-id", dest="environment_id",
+                        help="only this environment's runs")
+    create.add_argument("--description", help="what the monitor is for")
+    create.add_argument("--paused", action="store_true", help="create it paused")
+    shown = command(monitors, "show", "show a monitor", notify.monitors_show, parents)
+    shown.add_argument("monitor_id", metavar="MONITOR_ID", help="the monitor's id")
+
+    destinations = _group(commands, "destinations", "list and create webhook destinations",
+                          ["destination"])
+    command(destinations, "list", "list webhook destinations (never their secrets)",
+            notify.destinations_list, parents)
+    create = in_one_account(command(
+        destinations, "create", "create a webhook destination; print its signing secret once",
+        notify.destinations_create, common,
+    ))
+    create.add_argument("--name", required=True, help="its name")
+    create.add_argument("--url", required=True,
+                        help="where to POST (http or https; private addresses are refused)")
+    create.add_argument("--format", choices=BODY_FORMATS, help="the body (default standard)")
+    create.add_argument("--event-type", dest="event_types", action="append",
+                        choices=EVENT_TYPES,
+                        help="send only this event type (repeat for more; default all)")
+    create.add_argument("--description", help="what the destination is for")
+
+    deliveries = _group(commands, "deliveries", "list webhook deliveries, resend one",
+                        ["delivery"])
+    listed = command(deliveries, "list", "list deliveries, newest first",
+                     notify.deliveries_list, parents)
+    listed.add_argument("--status", choices=DELIVERY_STATUSES,
+                        help="only deliveries in this status (dead: gave up)")
+    listed.add_argument("--destination-id", dest="destination_id",
+                        help="only deliveries to this destination")
+    listed.add_argument("--limit", type=int, default=50, help="at most this many deliveries")
+    resend = command(deliveries, "resend", "send a delivered or dead delivery again",
+                     notify.deliveries_resend, parents)
+    resend.add_argument("delivery_id", metavar="DELIVERY_ID", help="the delivery's id")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,173 @@
+"""The notification commands: monitors, destinations and deliveries, for people and --json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from governance_core.service import Governance
+from governance_http.cli import main
+from governance_http.cli.notify import SECRET_SHOWN_ONCE, parse_window
+
+HOOK = "https://hooks.example.com/governance"
+
+
+@attrs.frozen
+class Store:
+    db: str
+    account_id: str
+    token: str
+    agent_id: str
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def as_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    status, out, err = run(capsys, *argv, "--json")
+    assert status == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture
+def store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Store:
+    db = str(tmp_path / "g.db")
+    made = as_json(capsys, "init", "--db", db, "--account-name", "Acme")
+    with Governance.open(db) as gov:
+        agent = gov.session(made["token"]).details("agents/create", name="Support bot")
+    return Store(db, made["account_id"], made["token"], agent["id"])
+
+
+def test_parse_window_reads_seconds_and_durations() -> None:
+    assert [parse_window(text) for text in ("90", "90s", "15m", "1h", "7d", "2w")] == [
+        90, 90, 900, 3600, 7 * 86400, 14 * 86400]
+    with pytest.raises(argparse.ArgumentTypeError, match="15m"):
+        parse_window("an hour")
+
+
+def test_monitors_are_created_listed_and_shown(
+    store: Store, capsys: pytest.CaptureFixture[str],
+) -> None:
+    made = as_json(capsys, "monitors", "create", "--db", store.db, "--name", "denials",
+                   "--metric", "policy_denials", "--window", "1h", "--comparison", "ge",
+                   "--warning", "1", "--critical", "5", "--agent-id", store.agent_id)
+    assert (made["metric"], made["window_seconds"], made["warning"], made["critical"]) == (
+        "policy_denials", 3600, 1, 5)
+    assert made["agent_id"] == store.agent_id and made["account_id"] == store.account_id
+    assert made["level"] == "unknown" and made["status"] == "active"
+    paused = as_json(capsys, "monitors", "create", "--db", store.db, "--name", "busy",
+                     "--metric", "run_count", "--window", "600", "--warning", "100",
+                     "--every", "5m", "--paused")
+    assert paused["evaluate_every_seconds"] == 300 and paused["status"] == "paused"
+
+    assert [m["id"] for m in as_json(capsys, "monitors", "list", "--db", store.db)] == [
+        made["id"], paused["id"]]
+    assert [m["id"] for m in as_json(capsys, "monitors", "list", "--db", store.db,
+                                     "--metric", "run_count")] == [paused["id"]]
+    status, out, _ = run(capsys, "monitors", "list", "--db", store.db)
+    assert status == 0 and made["id"] in out and "policy_denials" in out and "agent" in out
+    assert paused["id"] in out and "account" in out
+
+    assert as_json(capsys, "monitors", "show", "--db", store.db, made["id"]) == made
+    status, out, _ = run(capsys, "monitors", "show", "--db", store.db, made["id"])
+    shown = dict(line.split(":", 1) for line in out.splitlines())
+    assert status == 0 and shown["agent_id"].strip() == store.agent_id
+    assert shown["environment_id"].strip() == "-" and shown["level"].strip() == "unknown"
+    status, _, err = run(capsys, "monitors", "show", "--db", store.db, "0" * 32)
+    assert status == 1 and f"no monitor {'0' * 32}" in err
+
+
+def test_a_bad_monitor_is_refused_naming_the_field(
+    store: Store, capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ("monitors", "create", "--db", store.db, "--name", "m", "--metric", "run_count")
+    status, _, err = run(capsys, *base, "--window", "1h")
+    assert status == 1 and "warning:" in err, "a threshold is needed"
+    status, _, err = run(capsys, *base, "--window", "10", "--warning", "1")
+    assert status == 1 and "window_seconds:" in err
+    status, _, err = run(capsys, *base, "--window", "1h", "--warning", "1",
+                         "--environment-id", "0" * 32)
+    assert status == 1 and "environment_id:" in err
+    with pytest.raises(SystemExit) as usage:
+        main([*base, "--window", "an hour", "--warning", "1"])
+    assert usage.value.code == 2
+    assert "an hour" in capsys.readouterr().err
+    assert as_json(capsys, "monitors", "list", "--db", store.db) == []
+
+
+def test_a_create_in_a_store_of_several_accounts_names_one(
+    store: Store, capsys: pytest.CaptureFixture[str],
+) -> None:
+    other = as_json(capsys, "accounts", "create", "--db", store.db, "--account-name", "Globex")
+    args = ("destinations", "create", "--db", store.db, "--name", "hook", "--url", HOOK)
+    status, _, err = run(capsys, *args)
+    assert status == 1 and "--account ID" in err and other["account_id"] in err
+    made = as_json(capsys, *args, "--account", other["account_id"])
+    assert made["account_id"] == other["account_id"]
+    listed = as_json(capsys, "destinations", "list", "--db", store.db,
+                     "--account", store.account_id)
+    assert listed == []
+
+
+def test_a_destination_prints_its_secret_once(
+    store: Store, capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, out, err = run(capsys, "destinations", "create", "--db", store.db, "--name", "ops",
+                           "--url", HOOK, "--format", "slack", "--event-type", "alert.raised",
+                           "--event-type", "monitor.state_changed")
+    assert status == 0, err
+    [secret] = [line.split()[-1] for line in out.splitlines() if SECRET_SHOWN_ONCE in line]
+    [listed] = as_json(capsys, "destinations", "list", "--db", store.db)
+    assert listed["body_format"] == "slack" and listed["url"] == HOOK
+    assert listed["event_types"] == ["alert.raised", "monitor.state_changed"]
+    assert secret not in json.dumps(listed)
+    status, out, _ = run(capsys, "destinations", "list", "--db", store.db)
+    assert status == 0 and listed["id"] in out and HOOK in out and secret not in out
+
+    made = as_json(capsys, "destinations", "create", "--db", store.db, "--name", "second",
+                   "--url", HOOK)
+    assert made["secret"] and made["secret"] != secret and made["body_format"] == "standard"
+    status, _, err = run(capsys, "destinations", "create", "--db", store.db, "--name", "bad",
+                         "--url", "http://127.0.0.1/hook")
+    assert status == 1 and "url:" in err
+
+
+def test_dead_deliveries_are_listed_and_resent(
+    store: Store, capsys: pytest.CaptureFixture[str],
+) -> None:
+    as_json(capsys, "destinations", "create", "--db", store.db, "--name", "ops", "--url", HOOK)
+    with Governance.open(store.db) as gov:
+        session = gov.session(store.token)
+        run_id = session.details("agent_instances/register", agent_id=store.agent_id,
+                                 agent_version={"external_identifier": "1"})["id"]
+        for name in ("slow", "costly"):
+            session.details("alerts/raise", agent_instance_id=run_id, name=name,
+                            severity="warning")
+        # What the sender leaves after the last attempt fails.
+        first = gov.store.query("deliveries", [])[0]
+        gov.store.put("deliveries", {**first, "status": "dead"})
+
+    every = as_json(capsys, "deliveries", "list", "--db", store.db)
+    assert sorted(d["status"] for d in every) == ["dead", "pending"]
+    [dead] = as_json(capsys, "deliveries", "list", "--db", store.db, "--status", "dead")
+    assert dead["id"] == first["id"]
+    assert len(as_json(capsys, "deliveries", "list", "--db", store.db, "--limit", "1")) == 1
+    status, out, _ = run(capsys, "deliveries", "list", "--db", store.db, "--status", "dead")
+    assert status == 0 and dead["id"] in out and "alert.raised" in out
+
+    status, out, err = run(capsys, "deliveries", "resend", "--db", store.db, dead["id"])
+    assert status == 0, err
+    assert f"delivery {dead['id']} is pending" in out
+    assert as_json(capsys, "deliveries", "list", "--db", store.db, "--status", "dead") == []
+    status, _, err = run(capsys, "deliveries", "resend", "--db", store.db, dead["id"])
+    assert status == 1 and "invalid_action" in err, "a pending delivery is sent as scheduled"
+    status, _, err = run(capsys, "deliveries", "resend", "--db", store.db, "0" * 32)
+    assert status == 1 and f"no delivery {'0' * 32}" in err
