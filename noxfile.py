@@ -48,9 +48,12 @@ def tests_postgres(session: nox.Session) -> None:
     session.install("-e", ".[test,encryption,postgres]")
     session.run(
         "pytest", "-n", "2", "tests/core", "tests/storage",
-        # The notifications' store-level tests (outbox, delivery, monitors, secrets, lease).
+        # The notifications' and policies' store-level tests.
         *(f"tests/notifications/test_{name}.py"
           for name in ("outbox", "delivery", "monitors", "secrets", "addresses")),
+        *(f"tests/policies/test_{name}.py"
+          for name in ("engine", "decisions", "approvals", "worked_policies", "guard",
+                       "processes")),
         *session.posargs,
         env={"GOVERNANCE_TEST_STORE": "postgres"},
     )
