@@ -177,6 +177,20 @@ def build_week(gov: Governance, session: Session, agent_id: str, runs: int, mode
                     })
 
 
+def console_cookie(client: falcon.testing.TestClient, token: str) -> str:
+    """Sign in to the console with ``token`` as a browser does; the session's cookie."""
+    sign_in = client.simulate_get("/sign-in")
+    csrf = sign_in.cookies["governance_sign_in"].value
+    found = CSRF.search(sign_in.text)
+    assert found is not None
+    signed = client.simulate_post(
+        "/sign-in", body=f"csrf_token={found.group(1)}&token={token}",
+        headers={"Content-Type": "application/x-www-form-urlencoded",
+                 "Cookie": f"governance_sign_in={csrf}"},
+    )
+    return f"governance_session={signed.cookies['governance_session'].value}"
+
+
 def timed(client: falcon.testing.TestClient, cookie: str, path: str, repeat: int) -> float:
     """Median seconds to answer ``path`` (checked to be a 200)."""
     samples = []
@@ -251,16 +265,7 @@ def main() -> None:
         print(f"stored {args.runs:,} runs over 7 days in {time.perf_counter() - began:.1f} s")
 
         client = falcon.testing.TestClient(create_app(gov))
-        sign_in = client.simulate_get("/sign-in")
-        csrf = sign_in.cookies["governance_sign_in"].value
-        token = CSRF.search(sign_in.text)
-        assert token is not None
-        signed = client.simulate_post(
-            "/sign-in", body=f"csrf_token={token.group(1)}&token={boot.token}",
-            headers={"Content-Type": "application/x-www-form-urlencoded",
-                     "Cookie": f"governance_sign_in={csrf}"},
-        )
-        cookie = f"governance_session={signed.cookies['governance_session'].value}"
+        cookie = console_cookie(client, boot.token)
         page = client.simulate_get(f"/runs/{large}", headers={"Cookie": cookie}).text
         first_step = re.search(r"parent=([0-9a-z]{32})", page)
         assert first_step is not None

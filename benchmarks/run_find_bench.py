@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import statistics
 import tempfile
 import time
 from datetime import timedelta
@@ -30,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import falcon.testing
+from console_bench import console_cookie, timed
 
 from governance_core.clock import format_timestamp
 from governance_core.service import Governance, Session
 from governance_http import create_app
 
-CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 GOAL_S = 0.300
 """Every page's goal: under 300 ms of server time for a run of 50,000 spans."""
 SCHEMA = {
@@ -83,17 +82,6 @@ def build_run(gov: Governance, session: Session, agent_id: str, spans: int, step
     return str(run["id"])
 
 
-def timed(client: falcon.testing.TestClient, cookie: str, path: str, repeat: int) -> float:
-    """Median seconds to answer ``path`` (checked to be a 200)."""
-    samples = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        result = client.simulate_get(path, headers={"Cookie": cookie})
-        samples.append(time.perf_counter() - began)
-        assert result.status_code == 200, (path, result.status_code)
-    return statistics.median(samples)
-
-
 def main() -> None:
     """Build the runs, time the pages, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -112,16 +100,7 @@ def main() -> None:
         small = build_run(gov, session, agent["id"], 10, 2)
 
         client = falcon.testing.TestClient(create_app(gov))
-        sign_in = client.simulate_get("/sign-in")
-        csrf = sign_in.cookies["governance_sign_in"].value
-        token = CSRF.search(sign_in.text)
-        assert token is not None
-        signed = client.simulate_post(
-            "/sign-in", body=f"csrf_token={token.group(1)}&token={boot.token}",
-            headers={"Content-Type": "application/x-www-form-urlencoded",
-                     "Cookie": f"governance_sign_in={csrf}"},
-        )
-        cookie = f"governance_session={signed.cookies['governance_session'].value}"
+        cookie = console_cookie(client, boot.token)
         page = client.simulate_get(f"/runs/{large}", headers={"Cookie": cookie}).text
         step = re.search(r'data-span-id="([0-9a-z]{32})"', page)
         assert step is not None and "failed below" in page

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import falcon.testing
 import jsonschema
+import pytest
 
+from governance_http.cli import main
 from governance_http.routes import Route
 
 
@@ -91,3 +94,17 @@ def success_schema(document: dict[str, Any], route: Route) -> dict[str, Any]:
 def fill(route: Route, ids: dict[str, str]) -> str:
     """The route's path with each path parameter replaced by the id of that name."""
     return route.path.format(**{name: ids[name] for name in route.path_parameters})
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the ``governance`` command in process; its exit status, output and errors."""
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def as_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    """Run the command with ``--json``, which must succeed; its output, parsed."""
+    status, out, err = run(capsys, *argv, "--json")
+    assert status == 0, err
+    return json.loads(out)

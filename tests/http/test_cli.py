@@ -9,16 +9,10 @@ from pathlib import Path
 import pytest
 
 from governance_core.service import Governance
-from governance_http.cli import main
 from tests.http.server import Served
+from tests.http.support import run
 
 BOOTSTRAP_KEYS = {"account_id", "admin_user_id", "environment_id", "risk_profile_id", "token"}
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(list(argv))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def test_init_json_prints_one_object_and_accounts_create_adds_accounts(

@@ -30,7 +30,7 @@ from governance_core.encryption import (
 from governance_core.errors import InvalidValue, UnexpectedError
 from governance_core.service import Governance
 from governance_http import serving
-from governance_http.cli import keys, main
+from governance_http.cli import keys
 from governance_http.settings import (
     ENCRYPTION_KEY_FILE_VARIABLE,
     ENCRYPTION_KEY_VARIABLE,
@@ -39,6 +39,7 @@ from governance_http.settings import (
 )
 from tests.http.extras import limited_to
 from tests.http.server import Served, free_port
+from tests.http.support import run
 
 PLAYGROUND_SECRET = "QQ123456C"
 """A sensitive value the playground run records (an applicant's national id)."""
@@ -58,12 +59,6 @@ def not_serving(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     served: list[str] = []
     monkeypatch.setattr(serving, "serve", lambda db, **options: served.append(str(db)))
     return served
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(list(argv))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
 def _mode(path: Path) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import attrs
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from governance_core.service import Governance
 from governance_http.cli import main
 from governance_http.cli.notify import SECRET_SHOWN_ONCE, parse_window
+from tests.http.support import as_json, run
 
 HOOK = "https://hooks.example.com/governance"
 
@@ -23,18 +23,6 @@ class Store:
     account_id: str
     token: str
     agent_id: str
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(list(argv))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def as_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
-    status, out, err = run(capsys, *argv, "--json")
-    assert status == 0, err
-    return json.loads(out)
 
 
 @pytest.fixture

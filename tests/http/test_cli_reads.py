@@ -17,6 +17,7 @@ from governance_core.errors import BadAuthToken
 from governance_core.rules.states import INSTANCE, states
 from governance_core.service import Governance, Session
 from governance_http.cli import main
+from tests.http.support import as_json, run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,18 +29,6 @@ class Store:
     second: dict[str, Any]
     failed_run: str
     plain_agent: str
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(list(argv))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def as_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
-    status, out, err = run(capsys, *argv, "--json")
-    assert status == 0, err
-    return json.loads(out)
 
 
 @pytest.fixture
