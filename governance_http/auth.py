@@ -9,13 +9,12 @@ failures, and counts the request's failure under the address.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import falcon
 
-from governance_core.errors import BadAuthToken, NotFound, TemporarilyUnavailable
+from governance_core.errors import BadAuthToken, NotFound
 from governance_core.rate_limits import AttemptKey, client_address, credential_mark
 from governance_core.service import Governance
 from governance_http.routes import PREFIX
@@ -26,7 +25,6 @@ __all__ = [
     "bearer_token",
     "counted_attempt",
     "request_address",
-    "retry_after_header",
 ]
 
 INVITE_ACCEPT_PATH = f"{PREFIX}/admin_user_invite/accept"
@@ -60,11 +58,6 @@ def request_address(governance: Governance, req: falcon.Request) -> str:
         req.get_header("X-Forwarded-For"),
         governance.caches.failed_attempts.limit.trusted_proxies,
     )
-
-
-def retry_after_header(error: TemporarilyUnavailable) -> str:
-    """The ``Retry-After`` value (whole seconds, at least 1) that goes with ``error``."""
-    return str(max(1, math.ceil(error.retry_after_ms / 1000)))
 
 
 @contextmanager

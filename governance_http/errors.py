@@ -22,6 +22,7 @@ __all__ = [
     "STATUS_BY_CODE",
     "http_status_for",
     "register_error_handlers",
+    "retry_after_header",
 ]
 
 _log = logging.getLogger("governance_http")
@@ -74,7 +75,8 @@ def http_status_for(error: GovernanceError) -> int:
     return STATUS_BY_CODE[error.code]
 
 
-def _retry_after_seconds(error: TemporarilyUnavailable) -> str:
+def retry_after_header(error: TemporarilyUnavailable) -> str:
+    """The ``Retry-After`` value (whole seconds, at least 1) that goes with ``error``."""
     return str(max(1, math.ceil(error.retry_after_ms / 1000)))
 
 
@@ -84,7 +86,7 @@ def _governance_error(
     resp.status = http_status_for(error)
     resp.media = error.to_payload()
     if isinstance(error, TemporarilyUnavailable):
-        resp.set_header("Retry-After", _retry_after_seconds(error))
+        resp.set_header("Retry-After", retry_after_header(error))
 
 
 def _unexpected_error(

@@ -35,7 +35,7 @@ from governance_core.operations.agent_instances import instance_details
 from governance_core.pagination import PageRequest, pagination_output
 from governance_core.rules.cost import TokenGroup, cost_breakdown, extract_usage
 from governance_core.rules.sensitive import MARKER_KEY
-from governance_http.auth import counted_attempt, retry_after_header
+from governance_http.auth import counted_attempt
 from governance_http.console.charts import (
     RISK_LEVELS,
     bar_chart,
@@ -53,7 +53,7 @@ from governance_http.console.web import (
     duration,
     local_path,
 )
-from governance_http.errors import http_status_for
+from governance_http.errors import http_status_for, retry_after_header
 
 __all__ = ["routes"]
 
