@@ -73,6 +73,10 @@ class Table:
 
     ``kind``: the table holds resources of that kind (their ``type``), whose ids the store
     records in :data:`IDS` as it inserts them (see there).
+
+    ``rewrites_indexed``: a rewrite of a record almost always changes an indexed field (the
+    ``run_models`` rows, whose tokens are in their one index), so an adapter need not first
+    try a rewrite that leaves the indexes alone.
     """
 
     name: str
@@ -82,6 +86,7 @@ class Table:
     marked: bool = False
     partial: tuple[tuple[tuple[str, ...], Where], ...] = ()
     kind: str | None = None
+    rewrites_indexed: bool = False
 
     def wanted_indexes(self) -> list[tuple[str, ...]]:
         """Every index of the table, partial ones included, as tuples of field names."""
@@ -114,12 +119,15 @@ def _t(
     marked: bool = False,
     partial: tuple[tuple[tuple[str, ...], Where], ...] = (),
     kind: str | None = None,
+    rewrites_indexed: bool = False,
 ) -> Table:
     columns = []
     for field in ("account_id", "inserted_at", *fields):
         column_name, _, column_type = field.partition(":")
         columns.append(Column(column_name, column_type or "text"))  # type: ignore[arg-type]
-    return Table(name, tuple(columns), indexes, index_each, marked, partial, kind)
+    return Table(
+        name, tuple(columns), indexes, index_each, marked, partial, kind, rewrites_indexed
+    )
 
 
 IDS = "ids"
@@ -259,6 +267,7 @@ TABLES: dict[str, Table] = {
                  "cost", "agent_id", "environment_id"),
             ),
             index_each=False,
+            rewrites_indexed=True,
         ),
         _t("sensitive_values", "owner_id"),
         # Read by id; the index on inserted_at finds the records past their window.

@@ -488,7 +488,8 @@ def _put_sql(table: Table) -> tuple[str, str | None]:
     first tries an upsert that inserts a new row, or updates an existing one whose indexed
     columns hold the values given (only the JSON and unindexed columns change, so no index is
     touched); when an indexed column changes it changes nothing, and a full upsert follows.
-    Other tables take the full upsert at once.
+    Other tables, and those whose rewrites change an indexed field (``rewrites_indexed``),
+    take the full upsert at once.
     """
     # Columns in the order of ``column_values`` (id, declared fields), then the JSON.
     names = ["id", *(column.name for column in table.columns), "data"]
@@ -498,7 +499,7 @@ def _put_sql(table: Table) -> tuple[str, str | None]:
         f"[{name}] = excluded.[{name}]" for name in names[1:]
     )
     indexed = table.indexed_fields()
-    if table.index_each or not indexed:
+    if table.index_each or not indexed or table.rewrites_indexed:
         return full, None
     kept = [name for name in names[1:] if name not in indexed]
     same = " AND ".join(
