@@ -129,6 +129,9 @@ class Context:
     operations as the same caller, with its own scope check, idempotency and (nested)
     transaction, as bulk items are run. ``prepared`` is what the operation's ``prepare``
     answered before its transaction opened (None when it has none, or nothing was prepared).
+    ``due`` is the work its transaction leaves to its end, when it runs in one that keeps it
+    (:class:`~governance_core.domain.insights.RollupsDue`; a Governance gives every write
+    one).
     """
 
     store: Store
@@ -141,6 +144,7 @@ class Context:
     invoke: Invoke = _no_invoke
     caches: Caches = attrs.field(factory=Caches)
     prepared: object = None
+    due: object = None
 
     @property
     def now(self) -> datetime:

@@ -58,6 +58,9 @@ class Operation:
     whose items carry their own keys), store their response under the request's key. A
     ``batch`` operation (bulk) writes many records in that transaction: they are kept and
     written together as it commits. ``prepare`` (see the module) runs before the transaction.
+    A ``defers_rollups`` operation (a span write) leaves its runs' rollups to the end of its
+    transaction (:class:`~governance_core.domain.insights.RollupsDue`): any other operation
+    run in the same transaction has them kept first, so it reads them current.
     """
 
     name: str
@@ -68,6 +71,7 @@ class Operation:
     idempotent: bool = True
     batch: bool = False
     prepare: Preparer | None = None
+    defers_rollups: bool = False
 
     @property
     def summary(self) -> str:
@@ -87,15 +91,18 @@ def operation(
     idempotent: bool = True,
     batch: bool = False,
     prepare: Preparer | None = None,
+    defers_rollups: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Mark ``handler`` as operation ``name``, for a :class:`Registry` built from its module.
 
-    ``prepare`` is the operation's work before its transaction (see the module).
+    ``prepare`` is the operation's work before its transaction (see the module);
+    ``defers_rollups`` see :class:`Operation`.
     """
 
     def mark(handler: Handler) -> Handler:
         described = Operation(
-            name, handler, write, frozenset(scopes), authenticated, idempotent, batch, prepare
+            name, handler, write, frozenset(scopes), authenticated, idempotent, batch, prepare,
+            defers_rollups,
         )
         setattr(handler, _MARK, described)
         return handler

@@ -25,6 +25,7 @@ from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp
 from governance_core.context import Config, Context, KnownToken, Principal
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
+from governance_core.domain.insights import RollupsDue
 from governance_core.encryption import cipher_from_key
 from governance_core.errors import (
     BadAuthToken,
@@ -312,12 +313,25 @@ class Governance:
         ``temporarily_unavailable``.
         """
         outer = getattr(self._writing, "active", False)
+        owned = self._open_due()
         self._writing.active = True
         try:
             with self._operations_store.batch():
                 yield
+                if owned is not None:
+                    owned.keep()
         finally:
             self._writing.active = outer
+            if owned is not None:
+                self._writing.due = None
+
+    def _open_due(self) -> RollupsDue | None:
+        """A new :class:`RollupsDue` for an outermost transaction (None inside another)."""
+        if getattr(self._writing, "due", None) is not None:
+            return None
+        due = RollupsDue()
+        self._writing.due = due
+        return due
 
     def _retrying(self, write: Callable[[], _T]) -> _T:
         """Run ``write``, again after a short jittered pause each time it raises WriteConflict.
@@ -350,6 +364,10 @@ class Governance:
     ) -> dict[str, Any]:
         if principal is not None and principal.scope not in op.scopes:
             raise NotPermitted(f"a {principal.scope} token may not call {op.name}")
+        due: RollupsDue | None = getattr(self._writing, "due", None)
+        if due is not None and not op.defers_rollups:
+            # It may read or change what the rollups are made of: they are kept first.
+            due.keep()
         if not op.write:
             return op.handler(self.context(principal), Fields(params))
         if prepared is None and not getattr(self._writing, "active", False):
@@ -370,16 +388,34 @@ class Governance:
         ctx = self.context(principal)
         ctx.prepared = prepared
         store = self._operations_store
-        with store.batch() if op.batch else store.transaction():
-            if key is None or principal is None or not op.idempotent:
-                return op.handler(ctx, Fields(params))
-            request = IdempotentRequest(principal.account_id, op.name, key, params)
-            replay = request.replay(ctx)
-            if replay is not None:
-                return replay
-            response = op.handler(ctx, Fields(params))
-            request.remember(ctx, response)
-            return response
+        # A batch keeps its runs' rollups once, at its end; a single write, as it goes.
+        owned = self._open_due() if op.batch else None
+        ctx.due = getattr(self._writing, "due", None)
+        try:
+            with store.batch() if op.batch else store.transaction():
+                response = self._respond(op, ctx, params, key)
+                if owned is not None:
+                    owned.keep()
+                return response
+        finally:
+            if owned is not None:
+                self._writing.due = None
+
+    @staticmethod
+    def _respond(
+        op: Operation, ctx: Context, params: Mapping[str, Any], key: str | None
+    ) -> dict[str, Any]:
+        """Run ``op``'s handler, or replay the response stored under its idempotency key."""
+        principal = ctx.principal
+        if key is None or principal is None or not op.idempotent:
+            return op.handler(ctx, Fields(params))
+        request = IdempotentRequest(principal.account_id, op.name, key, params)
+        replay = request.replay(ctx)
+        if replay is not None:
+            return replay
+        response = op.handler(ctx, Fields(params))
+        request.remember(ctx, response)
+        return response
 
     def accept_invite(self, token: str, *, name: str | None = None) -> Issued:
         """Accept an admin user invite; its token is the credential, no session is needed.

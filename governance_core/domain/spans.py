@@ -19,8 +19,8 @@ import attrs
 
 from governance_core.context import Context
 from governance_core.converter import from_record, to_record
-from governance_core.domain.insights import keep_risk_level, keep_total_cost
-from governance_core.domain.risk import Rulesets, raise_if_critical
+from governance_core.domain.insights import keep_risk_level, span_rollups, write_rulesets
+from governance_core.domain.risk import raise_if_critical
 from governance_core.domain.runs import (
     SPAN_TYPES,
     PreparedChecks,
@@ -118,12 +118,11 @@ def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
     )
     record = to_record(span)
     stored, agent = record_span_and_agent(
-        ctx, instance, span, record=record,
-        rollups=lambda after: keep_total_cost(ctx, instance, after),
+        ctx, instance, span, record=record, rollups=span_rollups(ctx, instance),
     )
     if new.sensitive_encoding:
         keep_values(ctx, span.id, new.kept)
-    rulesets = Rulesets(ctx)
+    rulesets = write_rulesets(ctx)
     stored = raise_if_critical(ctx, stored, record, schema_version, entry, agent, rulesets)
     stored = keep_risk_level(ctx, stored, schema_version, entry, rulesets, agent)
     return SpanWrite(record, stored, agent, schema_version, entry)
@@ -205,7 +204,7 @@ def finish_span(ctx: Context, record: Record, finish: SpanFinish) -> SpanWrite:
     stored = to_record(finished)
     instance, agent = record_span_and_agent(
         ctx, instance, finished, before=span, record=stored,
-        rollups=lambda after: keep_total_cost(ctx, instance, after),
+        rollups=span_rollups(ctx, instance),
     )
     if finish.sent_result and finished.sensitive_encoding:
         # A new result replaces the values kept for the old one (none when sent in clear).

@@ -215,7 +215,10 @@ def prepare_create_for(
     return None if checks is None else PreparedChecks(schema_version["id"], checks(schema_version))
 
 
-@operation("agent_spans/create", write=True, scopes=ANY_SCOPE, prepare=prepare_create)
+@operation(
+    "agent_spans/create", write=True, scopes=ANY_SCOPE, prepare=prepare_create,
+    defers_rollups=True,
+)
 def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Create an agent span (bare or ``details``-wrapped; ``id`` optional)."""
     requested = read_supplied_id(ctx, fields)
@@ -258,7 +261,7 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     return ready_envelope(details, **control(written.instance))
 
 
-@operation("agent_spans/finish", write=True, scopes=ANY_SCOPE)
+@operation("agent_spans/finish", write=True, scopes=ANY_SCOPE, defers_rollups=True)
 def finish_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Finish an active span as complete (default), failed or cancelled."""
     record = load_span(ctx, fields.raw("agent_span_id"))
