@@ -149,7 +149,11 @@ class Governance:
 
     # -- callers -------------------------------------------------------------------------
     def context(self, principal: Principal | None) -> Context:
-        """A fresh operation context for ``principal``, stamped with the clock's now."""
+        """A fresh operation context for ``principal``, stamped with the clock's now.
+
+        Made inside :meth:`transaction` (or a batch operation), it shares that transaction's
+        :class:`~governance_core.domain.insights.RollupsDue`.
+        """
 
         def invoke(
             name: str, params: Mapping[str, Any], prepared: object = None
@@ -161,6 +165,8 @@ class Governance:
         return Context(
             self._operations_store, self.ids, self.config, principal, None, self.clock,
             self.registry, invoke, self.caches,
+            # Inside a transaction that keeps its runs' rollups to its end, that one's.
+            due=getattr(self._writing, "due", None),
         )
 
     def _operation(self, name: str) -> Operation:

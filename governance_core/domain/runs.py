@@ -34,6 +34,7 @@ from governance_core.rules.templates import render_template
 __all__ = [
     "DURATION_STEP",
     "NAME_MAX",
+    "QUALITY_SCHEMAS",
     "SPAN_TYPES",
     "PreparedChecks",
     "SpanType",
@@ -55,6 +56,7 @@ __all__ = [
     "remember_schema_version",
     "run_schema_version",
     "schema_entry",
+    "set_quality",
     "span_checks",
     "system_checks",
     "system_span",
@@ -317,6 +319,31 @@ def system_span(
     )
     return record_span_and_agent(ctx, instance, span)[0]
 
+def set_quality(
+    ctx: Context,
+    instance: Record,
+    name: str,
+    payload: dict[str, Any] | None,
+    prepared: PreparedChecks | None = None,
+) -> Record:
+    """Set (or, with ``payload`` None, remove) the run's quality payload ``name``.
+
+    Writes the quality-purpose span that records it, in the caller's transaction (its
+    checks taken from ``prepared`` when it holds them for this run); returns the instance as
+    stored.
+    """
+    payloads = dict(instance.get("quality_payloads") or {})
+    if payload is None:
+        payloads.pop(name, None)
+    else:
+        payloads[name] = payload
+    return system_span(
+        ctx, {**instance, "quality_payloads": payloads}, purpose="quality",
+        group=QUALITY_SCHEMAS, name=name, payload=payload or {},
+        result_payload={"event": "removed" if payload is None else "recorded"}, at=ctx.now,
+        prepared=prepared,
+    )
+
 def follow_run_activity(ctx: Context, agent_id: str, run_activity: str | None) -> Record:
     """Move the agent's ``last_activity_span_at`` up to a run's (a stored timestamp).
 
@@ -438,3 +465,6 @@ def cancel_active_spans(ctx: Context, record: Record) -> Record:
 
 SPAN_TYPES = "span_type_schemas"
 """The schema version's map of span types."""
+
+QUALITY_SCHEMAS = "quality_schemas"
+"""The schema version's map of quality schemas."""

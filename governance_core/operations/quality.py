@@ -21,11 +21,12 @@ from typing import Any
 from governance_core.context import Context
 from governance_core.domain.runs import (
     NAME_MAX,
+    QUALITY_SCHEMAS,
     PreparedChecks,
     entry_in,
     prepare_checks,
+    set_quality,
     system_checks,
-    system_span,
 )
 from governance_core.domain.sensitive_values import (
     SplitValues,
@@ -38,11 +39,8 @@ from governance_core.errors import InvalidValue
 from governance_core.fields import Fields
 from governance_core.operations.agent_instances import instance_details, load_instance
 from governance_core.registry import ANY_SCOPE, operation
-from governance_core.repository import Record
 
-__all__ = ["prepare_record", "prepare_update", "set_quality"]
-
-QUALITY_SCHEMAS = "quality_schemas"
+__all__ = ["prepare_record", "prepare_update"]
 
 
 def _split(
@@ -58,32 +56,6 @@ def _split(
         for name, problem in probe.errors.to_error().errors.items():
             fields.errors.add((*member[:-1], name), problem)
     return redacted, values
-
-
-def set_quality(
-    ctx: Context,
-    instance: Record,
-    name: str,
-    payload: dict[str, Any] | None,
-    prepared: PreparedChecks | None = None,
-) -> Record:
-    """Set (or, with ``payload`` None, remove) the run's quality payload ``name``.
-
-    Writes the quality-purpose span that records it, in the caller's transaction (its
-    checks taken from ``prepared`` when it holds them for this run); returns the instance as
-    stored.
-    """
-    payloads = dict(instance.get("quality_payloads") or {})
-    if payload is None:
-        payloads.pop(name, None)
-    else:
-        payloads[name] = payload
-    return system_span(
-        ctx, {**instance, "quality_payloads": payloads}, purpose="quality",
-        group=QUALITY_SCHEMAS, name=name, payload=payload or {},
-        result_payload={"event": "removed" if payload is None else "recorded"}, at=ctx.now,
-        prepared=prepared,
-    )
 
 
 def _prepare(
@@ -162,7 +134,8 @@ def _prepared(ctx: Context) -> PreparedChecks | None:
 
 
 @operation(
-    "agent_instances/record_quality", write=True, scopes=ANY_SCOPE, prepare=prepare_record
+    "agent_instances/record_quality", write=True, scopes=ANY_SCOPE, prepare=prepare_record,
+    defers_rollups=True,
 )
 def record_quality(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Record a quality payload on a run.
@@ -179,7 +152,10 @@ def record_quality(ctx: Context, fields: Fields) -> dict[str, Any]:
     return details_envelope(instance_details(ctx, stored))
 
 
-@operation("agent_instances/update", write=True, scopes=ANY_SCOPE, prepare=prepare_update)
+@operation(
+    "agent_instances/update", write=True, scopes=ANY_SCOPE, prepare=prepare_update,
+    defers_rollups=True,
+)
 def update_instance(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Update a run's quality payloads (the clients' older form).
 

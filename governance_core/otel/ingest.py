@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from governance_core.domain.runs import set_quality
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
 from governance_core.fields import Fields
 from governance_core.idempotency import fingerprint, record_id
@@ -487,11 +488,7 @@ class _Recorder:
             # savepoint of the step's transaction.
             with self.governance.transaction():
                 self.call(_CREATE, create, prepared)
-                for index, (name, payload) in enumerate(quality_records(span, span_id)):
-                    self.call("agent_instances/record_quality", {
-                        "agent_instance_id": run_id, "name": name, "payload": payload,
-                        "idempotency_key": _key(span_id, "quality", str(index)),
-                    })
+                self.record_evaluations(run_id, quality_records(span, span_id))
         except TemporarilyUnavailable:
             raise
         except GovernanceError as error:
@@ -499,6 +496,22 @@ class _Recorder:
             return
         self.accepted += 1
         self.new += before is None
+
+    def record_evaluations(
+        self, run_id: str, records: list[tuple[str, dict[str, Any]]]
+    ) -> None:
+        """Record a span's evaluations as quality payloads of its run, in the span's savepoint.
+
+        They stand or fall with their span's create, whose idempotency record answers a
+        re-sent export: no response of theirs is ever replayed, so none is built or kept.
+        """
+        if not records:
+            return
+        ctx = self.governance.context(self.principal)
+        instance = ctx.store.get("agent_instances", run_id)
+        assert instance is not None, "the span's create has just read its run"
+        for name, payload in records:
+            instance = set_quality(ctx, instance, name, payload)
 
     # -- the run a trace is recorded in ----------------------------------------------------
     def run_for(self, group: TraceGroup) -> dict[str, Any]:
