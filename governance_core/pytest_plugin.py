@@ -18,6 +18,13 @@ suite gets these fixtures with no import or configuration:
     them, or a run id; ``recorded_run()`` the account's newest run. Its ``assert_*`` methods
     fail with a message describing the run.
 
+``governance_policies``
+    A :class:`~governance_core.policy_testing.PolicyCheck` over ``governance_session``: load
+    Cedar files (``load``), then ``assert_allows``, ``assert_denies`` and
+    ``assert_needs_approval`` of actions such as ``"tool:refund"``; a failure shows the
+    decision and the policies that made it. The files (or directories) named by the ini
+    option ``governance_policies`` are loaded before the test.
+
 ``governance_server`` (a server over ``governance`` for agents that record through an SDK)
 is the HTTP package's plugin, :mod:`governance_http.pytest_plugin`, registered by its own
 entry point: the core never imports the HTTP package.
@@ -36,15 +43,22 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from governance_core.policy_testing import PolicyCheck
     from governance_core.service import Bootstrap, Governance, Session
 
 __all__ = [
+    "POLICY_FILES_OPTION",
     "RecordedRun",
     "governance",
     "governance_bootstrap",
+    "governance_policies",
     "governance_session",
+    "pytest_addoption",
     "recorded_run",
 ]
+
+POLICY_FILES_OPTION = "governance_policies"
+"""The ini option naming the Cedar files (or directories of them) ``governance_policies`` loads."""
 
 _PAGE = {"pagination[page_size]": 100}
 
@@ -334,3 +348,29 @@ def recorded_run(governance_session: Session) -> Callable[..., RecordedRun]:
         return RecordedRun.load(governance_session, _run_id(run))
 
     return load
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Declare the ini option ``governance_policies``."""
+    parser.addini(
+        POLICY_FILES_OPTION, type="paths", default=[],
+        help="Cedar policy files, or directories of them, that the governance_policies"
+        " fixture loads (paths relative to the ini file)",
+    )
+
+
+@pytest.fixture
+def governance_policies(
+    request: pytest.FixtureRequest, governance_session: Session
+) -> PolicyCheck:
+    """Policies loaded into the test account, with assertions on what they decide.
+
+    The files of the ini option ``governance_policies`` are loaded first, in enforce mode.
+    """
+    from governance_core.policy_testing import PolicyCheck
+
+    check = PolicyCheck(governance_session)
+    files = request.config.getini(POLICY_FILES_OPTION)
+    if files:
+        check.load(*files)
+    return check

@@ -5,7 +5,10 @@
   the ``policies`` extra; the package imports without it);
 - :mod:`~governance_core.policies.deciding`: a decision from the run's stored aggregates,
   approvals bound by digest and used once, the ``policy_denied`` alert;
-- :mod:`~governance_core.policies.guard`: :func:`decide` and :func:`guard` for embedders.
+- :mod:`~governance_core.policies.guard`: :func:`decide` and :func:`guard` for embedders;
+- :mod:`~governance_core.policies.agent_hooks`: the policies as an agent-hooks interceptor,
+  approval resolver and record sink (the ``agent-hooks`` extra; not imported here, so the
+  package imports without it).
 
 The operations are ``policies/*``, ``decisions/*`` and ``approvals/*``
 (:mod:`governance_core.operations`); docs/policies.md is the user's guide.
