@@ -129,9 +129,9 @@ class Context:
     operations as the same caller, with its own scope check, idempotency and (nested)
     transaction, as bulk items are run. ``prepared`` is what the operation's ``prepare``
     answered before its transaction opened (None when it has none, or nothing was prepared).
-    ``due`` is the work its transaction leaves to its end, when it runs in one that keeps it
-    (:class:`~governance_core.domain.insights.RollupsDue`; a Governance gives every write
-    one).
+    ``write_batch`` is what the span writes of its transaction share and leave to its end,
+    when it runs in a batch (:class:`~governance_core.domain.batch.WriteBatch`: a bulk
+    request, or :meth:`~governance_core.service.Governance.transaction`).
     """
 
     store: Store
@@ -144,7 +144,7 @@ class Context:
     invoke: Invoke = _no_invoke
     caches: Caches = attrs.field(factory=Caches)
     prepared: object = None
-    due: object = None
+    write_batch: object = None
 
     @property
     def now(self) -> datetime:

@@ -59,7 +59,7 @@ class Operation:
     ``batch`` operation (bulk) writes many records in that transaction: they are kept and
     written together as it commits. ``prepare`` (see the module) runs before the transaction.
     A ``defers_rollups`` operation (a span write) leaves its runs' rollups to the end of its
-    transaction (:class:`~governance_core.domain.insights.RollupsDue`): any other operation
+    transaction (:class:`~governance_core.domain.batch.WriteBatch`): any other operation
     run in the same transaction has them kept first, so it reads them current.
     """
 

@@ -25,7 +25,7 @@ from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp
 from governance_core.context import Config, Context, KnownToken, Principal
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
-from governance_core.domain.insights import RollupsDue
+from governance_core.domain.batch import WriteBatch
 from governance_core.encryption import cipher_from_key
 from governance_core.errors import (
     BadAuthToken,
@@ -152,7 +152,7 @@ class Governance:
         """A fresh operation context for ``principal``, stamped with the clock's now.
 
         Made inside :meth:`transaction` (or a batch operation), it shares that transaction's
-        :class:`~governance_core.domain.insights.RollupsDue`.
+        :class:`~governance_core.domain.batch.WriteBatch`.
         """
 
         def invoke(
@@ -166,7 +166,7 @@ class Governance:
             self._operations_store, self.ids, self.config, principal, None, self.clock,
             self.registry, invoke, self.caches,
             # Inside a transaction that keeps its runs' rollups to its end, that one's.
-            due=getattr(self._writing, "due", None),
+            write_batch=getattr(self._writing, "batch", None),
         )
 
     def _operation(self, name: str) -> Operation:
@@ -319,7 +319,7 @@ class Governance:
         ``temporarily_unavailable``.
         """
         outer = getattr(self._writing, "active", False)
-        owned = self._open_due()
+        owned = self._open_batch()
         self._writing.active = True
         try:
             with self._operations_store.batch():
@@ -329,15 +329,15 @@ class Governance:
         finally:
             self._writing.active = outer
             if owned is not None:
-                self._writing.due = None
+                self._writing.batch = None
 
-    def _open_due(self) -> RollupsDue | None:
-        """A new :class:`RollupsDue` for an outermost transaction (None inside another)."""
-        if getattr(self._writing, "due", None) is not None:
+    def _open_batch(self) -> WriteBatch | None:
+        """A new :class:`WriteBatch` for an outermost transaction (None inside another)."""
+        if getattr(self._writing, "batch", None) is not None:
             return None
-        due = RollupsDue()
-        self._writing.due = due
-        return due
+        batch = WriteBatch()
+        self._writing.batch = batch
+        return batch
 
     def _retrying(self, write: Callable[[], _T]) -> _T:
         """Run ``write``, again after a short jittered pause each time it raises WriteConflict.
@@ -370,10 +370,10 @@ class Governance:
     ) -> dict[str, Any]:
         if principal is not None and principal.scope not in op.scopes:
             raise NotPermitted(f"a {principal.scope} token may not call {op.name}")
-        due: RollupsDue | None = getattr(self._writing, "due", None)
-        if due is not None and not op.defers_rollups:
+        batch: WriteBatch | None = getattr(self._writing, "batch", None)
+        if batch is not None and not op.defers_rollups:
             # It may read or change what the rollups are made of: they are kept first.
-            due.keep()
+            batch.keep()
         if not op.write:
             return op.handler(self.context(principal), Fields(params))
         if prepared is None and not getattr(self._writing, "active", False):
@@ -395,8 +395,8 @@ class Governance:
         ctx.prepared = prepared
         store = self._operations_store
         # A batch keeps its runs' rollups once, at its end; a single write, as it goes.
-        owned = self._open_due() if op.batch else None
-        ctx.due = getattr(self._writing, "due", None)
+        owned = self._open_batch() if op.batch else None
+        ctx.write_batch = getattr(self._writing, "batch", None)
         try:
             with store.batch() if op.batch else store.transaction():
                 response = self._respond(op, ctx, params, key)
@@ -405,7 +405,7 @@ class Governance:
                 return response
         finally:
             if owned is not None:
-                self._writing.due = None
+                self._writing.batch = None
 
     @staticmethod
     def _respond(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -53,7 +53,6 @@ __all__ = [
     "RUN_GROUPS",
     "RUN_ROLLUPS",
     "RUN_SORTS",
-    "RollupsDue",
     "RunFilter",
     "child_counts",
     "count_run_spans",
@@ -70,8 +69,6 @@ __all__ = [
     "run_risk_level",
     "run_totals",
     "run_trends",
-    "span_rollups",
-    "write_rulesets",
 ]
 
 FAILED_SPANS_TRACED = 500
@@ -160,76 +157,6 @@ def run_risk_level(
     return risk_level(run_total_score(ctx, instance, schema_version, ruleset), ruleset)
 
 
-class RollupsDue:
-    """The runs one transaction's span writes moved, whose rollups are kept once at its end.
-
-    A bulk request or an OpenTelemetry export writes many spans of a run in one transaction.
-    Each notes the run, as it stood before the transaction first moved it, instead of
-    pricing it (:func:`keep_total_cost`) and scoring its risk (:func:`keep_risk_level`)
-    again; :meth:`keep` does both once a run, from the run as stored then. They are
-    functions of the run as it stands, so a savepoint taken back changes nothing: its run is
-    kept as the savepoint left it. The transaction's span writes also share one
-    :class:`~governance_core.domain.risk.Rulesets` (:meth:`rulesets`), dropped by :meth:`keep`
-    since any other operation may change a ruleset.
-    """
-
-    def __init__(self) -> None:
-        self._runs: dict[str, tuple[Context, Record]] = {}
-        self._scored: dict[str, Record | None] = {}
-        self._rulesets: Rulesets | None = None
-
-    def rulesets(self, ctx: Context) -> Rulesets:
-        """The rulesets the transaction's span writes share until :meth:`keep`."""
-        if self._rulesets is None:
-            self._rulesets = Rulesets(ctx)
-        return self._rulesets
-
-    def note(self, ctx: Context, before: Record) -> None:
-        """Note the run ``before`` a span write moves it (the first note of a run stands)."""
-        self._runs.setdefault(before["id"], (ctx, before))
-
-    def note_risk(self, run_id: str, schema_version: Record | None) -> None:
-        """Note that a span write of a type declaring a data risk moved the run ``run_id``."""
-        self._scored[run_id] = schema_version
-
-    def keep(self) -> None:
-        """Keep the noted runs' rollups, in the transaction that moved them, and forget them."""
-        runs, scored, rulesets = self._runs, self._scored, self._rulesets
-        self._runs, self._scored, self._rulesets = {}, {}, None
-        for run_id, (ctx, before) in runs.items():
-            current = ctx.store.get("agent_instances", run_id)
-            assert current is not None, "a run is never deleted in the transaction moving it"
-            after = keep_total_cost(ctx, before, current)
-            if run_id in scored:
-                level = run_risk_level(ctx, after, scored[run_id], rulesets or Rulesets(ctx))
-                if level != after.get("risk_level") or "risk_level" not in after:
-                    after = {**after, "risk_level": level}
-            if after != current:
-                ctx.store.put("agent_instances", after)
-
-
-def span_rollups(ctx: Context, before: Record) -> Callable[[Record], Record]:
-    """What a span write of the run ``before`` does with the run's rollups.
-
-    Kept now (:func:`keep_total_cost`), or noted in the transaction's :class:`RollupsDue`
-    when the write runs in one.
-    """
-    due = ctx.due
-    if isinstance(due, RollupsDue):
-        def noted(after: Record) -> Record:
-            due.note(ctx, before)
-            return after
-
-        return noted
-    return lambda after: keep_total_cost(ctx, before, after)
-
-
-def write_rulesets(ctx: Context) -> Rulesets:
-    """The rulesets a span write looks agents up in: its transaction's, else its own."""
-    due = ctx.due
-    return due.rulesets(ctx) if isinstance(due, RollupsDue) else Rulesets(ctx)
-
-
 def keep_total_cost(ctx: Context, before: Record, after: Record) -> Record:
     """Return the run ``after`` a span write with ``total_cost`` and ``span_total`` kept.
 
@@ -305,9 +232,6 @@ def keep_risk_level(
     the write read it. Returns the run as stored.
     """
     if span_type is None or not is_assessable(span_type.get("data_risk")):
-        return instance
-    if isinstance(ctx.due, RollupsDue):
-        ctx.due.note_risk(instance["id"], schema_version)
         return instance
     rulesets.for_agent(instance["agent_id"], agent)
     level = run_risk_level(ctx, instance, schema_version, rulesets)

@@ -12,6 +12,7 @@ A create stores the activity span, moves its run through
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +20,8 @@ import attrs
 
 from governance_core.context import Context
 from governance_core.converter import from_record, to_record
-from governance_core.domain.insights import keep_risk_level, span_rollups, write_rulesets
+from governance_core.domain.batch import batch_of, span_rollups, write_rulesets
+from governance_core.domain.insights import keep_risk_level
 from governance_core.domain.risk import raise_if_critical
 from governance_core.domain.runs import (
     SPAN_TYPES,
@@ -37,6 +39,7 @@ from governance_core.ids import extract_partition
 from governance_core.models.agents import AgentSpan
 from governance_core.repository import Filter, Record
 from governance_core.rules.aggregates import ACTIVITY
+from governance_core.rules.risk import is_assessable
 from governance_core.rules.states import SPAN, advance
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
     "finish_span",
     "named_by_another_run",
     "parent_to_come",
+    "read_unnamed",
     "stored_parent",
 ]
 
@@ -124,7 +128,13 @@ def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
         keep_values(ctx, span.id, new.kept)
     rulesets = write_rulesets(ctx)
     stored = raise_if_critical(ctx, stored, record, schema_version, entry, agent, rulesets)
-    stored = keep_risk_level(ctx, stored, schema_version, entry, rulesets, agent)
+    batch = batch_of(ctx)
+    if batch is None:
+        stored = keep_risk_level(ctx, stored, schema_version, entry, rulesets, agent)
+    elif entry is not None and is_assessable(entry.get("data_risk")):
+        batch.note_risk(stored["id"], schema_version)
+    if batch is not None and new.parent_span_id is not None:
+        batch.names_parent(new.parent_span_id)
     return SpanWrite(record, stored, agent, schema_version, entry)
 
 
@@ -152,10 +162,33 @@ def parent_to_come(ctx: Context, parent_id: str | None) -> bool:
 
 
 def named_by_another_run(ctx: Context, span_id: str, instance_id: str) -> bool:
-    """Whether spans of another run already name ``span_id`` as their parent to come."""
+    """Whether spans of another run already name ``span_id`` as their parent to come.
+
+    No query when the write's batch knows (:meth:`~governance_core.domain.batch.WriteBatch.
+    known_unnamed`, read for many spans at once) that none does.
+    """
+    batch = batch_of(ctx)
+    if batch is not None and batch.unnamed(span_id):
+        return False
     return bool(ctx.store.query("agent_spans", [
         Filter("parent_span_id", "eq", span_id), Filter("agent_instance_id", "ne", instance_id),
     ], limit=1))
+
+
+def read_unnamed(ctx: Context, span_ids: Collection[str], instance_id: str) -> None:
+    """Tell the write's batch which of ``span_ids`` no span of another run names as parent.
+
+    One query for many spans about to be created in the run ``instance_id`` (with ids of
+    their own), so that their creates ask nothing (:func:`named_by_another_run`).
+    """
+    batch = batch_of(ctx)
+    if batch is None or not span_ids:
+        return
+    named = ctx.store.query("agent_spans", [
+        Filter("parent_span_id", "in", sorted(span_ids)),
+        Filter("agent_instance_id", "ne", instance_id),
+    ])
+    batch.known_unnamed(set(span_ids) - {record["parent_span_id"] for record in named})
 
 
 @attrs.frozen

@@ -33,8 +33,10 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from governance_core.domain.runs import set_quality
+from governance_core.domain.spans import read_unnamed
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
 from governance_core.fields import Fields
+from governance_core.idempotency import TABLE as IDEMPOTENCY_TABLE
 from governance_core.idempotency import fingerprint, record_id
 from governance_core.operations.agent_spans import prepare_create_for
 from governance_core.otel.idle import end_idle_runs
@@ -53,7 +55,8 @@ from governance_core.otel.mapping import (
 )
 from governance_core.otel.model import Rejection, Span
 from governance_core.service import Governance
-from governance_core.storage.protocol import Filter, Record
+from governance_core.storage.protocol import Filter, ReadAhead, Record
+from governance_core.storage.schema import IDS
 
 if TYPE_CHECKING:
     from governance_core.context import Principal
@@ -330,11 +333,14 @@ class _Recorder:
         declared = self.declared_types(run)
         ids: dict[str, str] = {}
         stored: dict[str, str] = {}
+        read_in_step = -1
         for index, span in enumerate(group.spans):
             yield
-            if index % _LOOKAHEAD == 0:
-                ahead = group.spans[index:index + _LOOKAHEAD]
+            if index % _LOOKAHEAD == 0 or read_in_step != self.step:
+                # Again in each step: what is read ahead lasts for its transaction only.
+                ahead = group.spans[index:index - index % _LOOKAHEAD + _LOOKAHEAD]
                 stored = self.stored_fingerprints(run["id"], ahead, ids)
+                read_in_step = self.step
             self.record_span(run["id"], span, declared, ids, stored)
             self.done += 1
         root = next((span for span in group.spans if is_root(span)), None)
@@ -444,10 +450,21 @@ class _Recorder:
         for span in spans:
             span_id = self.span_id(run_id, span.span_id, span.trace_id, ids)
             by_record[record_id(self.principal.account_id, _CREATE, _key(span_id))] = span_id
-        found = self.governance.store.query(
-            "idempotency_keys", [Filter("id", "in", list(by_record))]
-        )
-        return {by_record[record["id"]]: record["fingerprint"] for record in found}
+        ctx = self.governance.context(self.principal)
+        store = ctx.store
+        found: list[Record | None]
+        # Each create's look-ups (its key, whether its id is taken or named as a parent by
+        # another run's span) are answered from what these read for the step.
+        read_unnamed(ctx, list(by_record.values()), run_id)
+        if isinstance(store, ReadAhead):
+            store.read_ahead(IDEMPOTENCY_TABLE, list(by_record))
+            store.read_ahead(IDS, list(by_record.values()))
+            found = [store.get(IDEMPOTENCY_TABLE, key) for key in by_record]
+        else:
+            found = list(store.query(IDEMPOTENCY_TABLE, [Filter("id", "in", list(by_record))]))
+        return {
+            by_record[record["id"]]: record["fingerprint"] for record in found if record is not None
+        }
 
     def record_span(
         self,

@@ -36,6 +36,7 @@ __all__ = [
     "column_values",
     "decode",
     "encode",
+    "matches",
     "pages_by_id",
     "sorted_groups",
 ]
@@ -267,3 +268,31 @@ def pages_by_id(
         if len(page) < size:
             return
         page = query(table, [*filters, Filter("id", "gt", page[-1]["id"])], size)
+
+
+def matches(record: Record, filters: Sequence[Filter]) -> bool:
+    """Whether ``record`` meets every filter, as the SQL adapters' ``WHERE`` decides it.
+
+    A missing or null field equals only None and differs only from a value; ``in`` never
+    matches a null; an order comparison with a null is false.
+    """
+    return all(_meets(record.get(condition.field), condition) for condition in filters)
+
+
+def _meets(value: Any, condition: Filter) -> bool:
+    op, expected = condition.op, condition.value
+    if op == "eq":
+        return value is None if expected is None else value is not None and value == expected
+    if op == "ne":
+        return value is not None if expected is None else value is not None and value != expected
+    if op == "in":
+        return value is not None and any(item is not None and value == item for item in expected)
+    if value is None or expected is None:
+        return False
+    if op == "lt":
+        return bool(value < expected)
+    if op == "le":
+        return bool(value <= expected)
+    if op == "gt":
+        return bool(value > expected)
+    return bool(value >= expected)

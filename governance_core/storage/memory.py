@@ -19,6 +19,7 @@ from governance_core.storage._common import (
     decode,
     encode,
     fold_groups,
+    matches,
 )
 from governance_core.storage.protocol import AggregateRow, Filter, GroupBy, Record, SortKey
 from governance_core.storage.schema import IDS, TABLES, kinded_tables
@@ -131,7 +132,7 @@ class MemoryStore:
         with self._lock:
             texts = list(self._tables[table].values())
         records = [decode(text) for text in texts]
-        return [r for r in records if all(_matches(r.get(f.field), f) for f in filters)]
+        return [r for r in records if matches(r, filters)]
 
     def query(
         self,
@@ -210,25 +211,6 @@ def _group_value(value: Any, day: bool, kind: str) -> Any:
     if kind == "real":
         return float(value)
     return int(value) if type(value) is bool else value
-
-
-def _matches(value: Any, condition: Filter) -> bool:
-    op, expected = condition.op, condition.value
-    if op == "eq":
-        return value is None if expected is None else value is not None and value == expected
-    if op == "ne":
-        return value is not None if expected is None else value is not None and value != expected
-    if op == "in":
-        return value is not None and any(item is not None and value == item for item in expected)
-    if value is None or expected is None:
-        return False
-    if op == "lt":
-        return bool(value < expected)
-    if op == "le":
-        return bool(value <= expected)
-    if op == "gt":
-        return bool(value > expected)
-    return bool(value >= expected)
 
 
 def _sort_value(key: SortKey) -> Callable[[Record], tuple[int, Any]]:

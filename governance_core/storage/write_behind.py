@@ -43,7 +43,7 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-from governance_core.storage._common import column_values, decode, encode
+from governance_core.storage._common import column_values, decode, encode, matches
 from governance_core.storage.protocol import (
     AggregateRow,
     BatchedWrites,
@@ -60,6 +60,8 @@ __all__ = ["WriteBehindStore"]
 
 _Key = tuple[str, str]
 _ABSENT: Any = object()
+# The filters a query of kept records can match in memory exactly as the stores do.
+_MEMORY_OPS = frozenset({"eq", "ne", "in"})
 
 
 class _Rewrite:
@@ -311,9 +313,37 @@ class WriteBehindStore:
         offset: int = 0,
         limit: int | None = None,
     ) -> list[Record]:
-        """The inner store's query, after the table's kept records are passed on."""
-        self._pass_on(self._memory, table)
+        """The inner store's query, after the table's kept records are passed on.
+
+        An unsorted first page filtered by equality (a look-up, such as "does any span name
+        this parent") leaves them kept: the records it keeps are matched in memory and the
+        inner store answers for the rest.
+        """
+        memory = self._memory
+        if not (sort or offset) and all(f.op in _MEMORY_OPS for f in filters):
+            kept = {key[1] for key in memory.pending if key[0] == table}
+            if kept:
+                return self._query_kept(table, filters, limit, kept)
+        self._pass_on(memory, table)
         return self.inner.query(table, filters, sort, offset, limit)
+
+    def _query_kept(
+        self, table: str, filters: Sequence[Filter], limit: int | None, kept: set[str]
+    ) -> list[Record]:
+        """A query's first page in id order, the kept records of ``table`` (by id) matched here."""
+        records = self._memory.records
+        found = [
+            record for record in self.inner.query(
+                table, filters, limit=None if limit is None else limit + len(kept)
+            )
+            if record["id"] not in kept
+        ]
+        found += [
+            records[(table, record_id)] for record_id in kept
+            if matches(records[(table, record_id)], filters)
+        ]
+        found.sort(key=lambda record: str(record["id"]))
+        return found if limit is None else found[:limit]
 
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
         """The inner store's count, after the table's kept records are passed on."""
@@ -359,6 +389,8 @@ class WriteBehindStore:
             if type(prepared) is _Rewrite:
                 prepared = self._prepare(key[0], prepared.record)
             by_table.setdefault(key[0], []).append(prepared)
+            # Its id is the inner store's to answer now (read ahead, it was found absent).
+            memory.absent.discard((IDS, key[1]))
         with self._batching.batched() if self._batching is not None else nullcontext():
             for name, prepared in by_table.items():
                 if self._preparing is not None:

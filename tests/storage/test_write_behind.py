@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from governance_core.storage import SQLiteStore
-from governance_core.storage.protocol import Filter
+from governance_core.storage.protocol import Filter, SortKey
 from governance_core.storage.write_behind import WriteBehindStore
 
 
@@ -212,3 +212,34 @@ def test_a_batch_inside_a_plain_transaction_is_a_savepoint_of_it(inner: Counting
         # Passed on as the batch ended, inside the transaction.
         assert inner.get("agents", "a4") == {"id": "a4", "name": "batched", "account_id": "acc"}
     assert [r["id"] for r in inner.query("agents")] == ["a1", "a2", "a4"]
+
+
+def test_a_look_up_by_equality_matches_kept_records_without_writing_them(
+    inner: CountingStore,
+) -> None:
+    inner.put("agents", {"id": "a2", "name": "stored", "account_id": "acc"})
+    inner.put("agents", {"id": "a4", "name": "other", "account_id": "acc"})
+    inner.puts = 0
+    store = WriteBehindStore(inner)
+    with store.transaction():
+        # a1 is rewritten away from the filter, a3 and a5 are new: only memory knows.
+        store.put("agents", {"id": "a1", "name": "renamed", "account_id": "acc"})
+        store.put("agents", {"id": "a3", "name": "stored", "account_id": "acc"})
+        store.put("agents", {"id": "a5", "name": "stored", "account_id": "other"})
+        named = [Filter("name", "eq", "stored")]
+        assert [r["id"] for r in store.query("agents", named)] == ["a2", "a3", "a5"]
+        assert [r["id"] for r in store.query("agents", named, limit=2)] == ["a2", "a3"]
+        assert [r["id"] for r in store.query(
+            "agents", [*named, Filter("account_id", "ne", "other")]
+        )] == ["a2", "a3"]
+        assert [r["id"] for r in store.query(
+            "agents", [Filter("name", "in", ["first", "renamed"])]
+        )] == ["a1"]
+        assert inner.puts == 0
+        # A sorted query sees them too: the kept records are passed on first.
+        sorted_ = store.query("agents", named, sort=[SortKey("account_id", descending=True)])
+        assert [r["id"] for r in sorted_] == ["a5", "a2", "a3"]
+        assert inner.puts == 3
+    assert [r["id"] for r in inner.query("agents", [Filter("name", "eq", "stored")])] == [
+        "a2", "a3", "a5",
+    ]

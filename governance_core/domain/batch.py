@@ -1,0 +1,108 @@
+"""What the span writes of one transaction share, and what they leave to its end.
+
+A bulk request or an OpenTelemetry export step writes many spans, often of one run, in one
+transaction. :class:`WriteBatch` is that transaction's: its span writes note their run
+instead of pricing it (:func:`~governance_core.domain.insights.keep_total_cost`) and scoring
+its risk (:func:`~governance_core.domain.insights.keep_risk_level`) again each time, look each
+agent's ruleset up once, and may be told which span ids no span of another run names as its
+parent (read for many spans at once). :meth:`WriteBatch.keep` keeps the noted runs' rollups
+once a run before the transaction commits, and before any other operation of the same
+transaction runs (:class:`~governance_core.service.Governance` does both), so whatever reads
+them reads them current. The rollups are functions of the run as it stands, so a savepoint
+taken back changes nothing: its run is kept as the savepoint left it.
+
+A single write outside any batch keeps its rollups as it goes (no batch: ``ctx.write_batch`` None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from governance_core.context import Context
+from governance_core.domain.insights import keep_total_cost, run_risk_level
+from governance_core.domain.risk import Rulesets
+from governance_core.repository import Record
+
+__all__ = ["WriteBatch", "batch_of", "span_rollups", "write_rulesets"]
+
+
+class WriteBatch:
+    """One transaction's span writes: the runs they moved, shared look-ups, ids known free."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, tuple[Context, Record]] = {}
+        self._scored: dict[str, Record | None] = {}
+        self._rulesets: Rulesets | None = None
+        self._unnamed: set[str] = set()
+
+    def rulesets(self, ctx: Context) -> Rulesets:
+        """The rulesets the transaction's span writes share until :meth:`keep`."""
+        if self._rulesets is None:
+            self._rulesets = Rulesets(ctx)
+        return self._rulesets
+
+    def note(self, ctx: Context, before: Record) -> None:
+        """Note the run ``before`` a span write moves it (the first note of a run stands)."""
+        self._runs.setdefault(before["id"], (ctx, before))
+
+    def note_risk(self, run_id: str, schema_version: Record | None) -> None:
+        """Note that a span write of a type declaring a data risk moved the run ``run_id``."""
+        self._scored[run_id] = schema_version
+
+    def known_unnamed(self, span_ids: Collection[str]) -> None:
+        """Know that no stored span of another run names any of ``span_ids`` as its parent."""
+        self._unnamed.update(span_ids)
+
+    def unnamed(self, span_id: str) -> bool:
+        """Whether ``span_id`` is known to be named as a parent by no span of another run."""
+        return span_id in self._unnamed
+
+    def names_parent(self, parent_id: str) -> None:
+        """A span written in the transaction names ``parent_id``: it is known unnamed no more."""
+        self._unnamed.discard(parent_id)
+
+    def keep(self) -> None:
+        """Keep the noted runs' rollups, in the transaction that moved them, and forget them.
+
+        The rulesets are forgotten too: the operation about to run may change one.
+        """
+        runs, scored, rulesets = self._runs, self._scored, self._rulesets
+        self._runs, self._scored, self._rulesets = {}, {}, None
+        for run_id, (ctx, before) in runs.items():
+            current = ctx.store.get("agent_instances", run_id)
+            assert current is not None, "a run is never deleted in the transaction moving it"
+            after = keep_total_cost(ctx, before, current)
+            if run_id in scored:
+                level = run_risk_level(ctx, after, scored[run_id], rulesets or Rulesets(ctx))
+                if level != after.get("risk_level") or "risk_level" not in after:
+                    after = {**after, "risk_level": level}
+            if after != current:
+                ctx.store.put("agent_instances", after)
+
+
+def batch_of(ctx: Context) -> WriteBatch | None:
+    """The batch the write ``ctx`` runs in, or None (it keeps its rollups as it goes)."""
+    return ctx.write_batch if isinstance(ctx.write_batch, WriteBatch) else None
+
+
+def span_rollups(ctx: Context, before: Record) -> Callable[[Record], Record]:
+    """What a span write of the run ``before`` does with the run's rollups.
+
+    Kept now (:func:`~governance_core.domain.insights.keep_total_cost`), or noted in the
+    write's batch.
+    """
+    batch = batch_of(ctx)
+    if batch is None:
+        return lambda after: keep_total_cost(ctx, before, after)
+
+    def noted(after: Record) -> Record:
+        batch.note(ctx, before)
+        return after
+
+    return noted
+
+
+def write_rulesets(ctx: Context) -> Rulesets:
+    """The rulesets a span write looks agents up in: its batch's, else its own."""
+    batch = batch_of(ctx)
+    return Rulesets(ctx) if batch is None else batch.rulesets(ctx)
