@@ -68,3 +68,33 @@ def test_lists_filter_runs_and_agents_by_external_identifier(world: SpanWorld) -
     agents = world.caller.call("agents/list", external_identifier="named")["summaries"]
     assert [agent["id"] for agent in agents] == [named["id"]]
     assert world.caller.call("agents/list", external_identifier="nobody")["summaries"] == []
+
+
+def test_a_batch_that_read_its_ids_ahead_still_refuses_an_id_another_run_names(
+    world: SpanWorld,
+) -> None:
+    """What a batch reads ahead (ids no other run's span names) follows its own writes."""
+    from governance_core.domain.batch import batch_of
+    from governance_core.domain.spans import read_unnamed
+
+    partition = world.caller.principal.partition
+    named_before, named_within, free = (
+        world.gov.ids.new(partition, world.gov.clock()) for _ in range(3)
+    )
+    other_run = world.new_run()["id"]
+    world.span(other_run, parent_span_id=named_before)
+    with world.gov.transaction():
+        ctx = world.gov.context(world.caller.principal)
+        read_unnamed(ctx, [named_before, named_within, free], world.instance_id)
+        batch = batch_of(ctx)
+        assert batch is not None
+        assert [batch.unnamed(span_id) for span_id in (named_before, named_within, free)] == [
+            False, True, True]
+        # Within the batch, another run's span comes to name one of them.
+        world.span(other_run, parent_span_id=named_within)
+        for refused in (named_before, named_within):
+            with pytest.raises(ValidationErrors) as caught:
+                world.span(id=refused)
+            assert {name: error.code for name, error in caught.value.errors.items()} == {
+                "id": "invalid_value"}
+        assert world.span(id=free)["id"] == free
