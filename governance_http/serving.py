@@ -285,10 +285,12 @@ def serve(
     its event loop and answers requests from ``threads`` threads (default:
     :func:`~governance_http.settings.default_threads`, 1 on SQLite and 4 on PostgreSQL).
     Raises :class:`PortInUse` before starting when the port is taken, and ``ValueError``
-    when ``$GOVERNANCE_BODY_TIMEOUT`` is not a number of seconds.
+    when ``$GOVERNANCE_BODY_TIMEOUT`` is not a number of seconds or a sender setting
+    (:meth:`SenderSettings.from_environment`) is not valid.
     """
     check_port_free(host, port)
     body_timeout()
+    SenderSettings.from_environment()
     path = file_path(db)
     os.environ[DB_ENVIRONMENT_VARIABLE] = str(path.resolve()) if path else str(db)
     os.environ[THREADS_VARIABLE] = str(threads or default_threads(db))

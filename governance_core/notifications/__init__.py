@@ -3,8 +3,11 @@
 - :mod:`.addresses`: which URLs and addresses a webhook may reach;
 - :mod:`.outbox`: events written in the transaction of their cause, one delivery each;
 - :mod:`.monitors`: metrics over windows, thresholds with hysteresis;
+- :mod:`.changes`: which monitors a change of runs (decisions, alerts) touched since a look;
+- :mod:`.retention`: old delivered events and dead letters purged in batches;
 - :mod:`.transport`: one HTTP request, under the address rules and timeouts;
-- :mod:`.sender`: the background sender (a lease in the store, retries, dead letters).
+- :mod:`.sender`: the background sender (a lease in the store, retries, dead letters,
+  monitors evaluated as runs change and on schedule, the retention purge).
 
 Signing needs the ``standardwebhooks`` package (the ``notifications`` extra); everything else,
 and every operation, works without it.

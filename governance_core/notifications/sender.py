@@ -12,18 +12,23 @@ Each pass picks the destinations that have a delivery due and drains each on its
 exponential backoff and jitter and stops that destination until then, so a destination gets
 its events in order, and one that hangs (up to its timeouts) delays no other. After the last
 attempt a delivery is dead (the dead letter) and the next one goes.
+
+A pass also evaluates monitors: those whose runs changed since the last look
+(:mod:`~governance_core.notifications.changes`), and those due on their schedule; and it purges
+one batch of what is past retention (:mod:`~governance_core.notifications.retention`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
+import math
 import os
 import random
 import socket
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -31,17 +36,19 @@ import attrs
 
 from governance_core.clock import format_timestamp, parse_timestamp
 from governance_core.context import Principal
-from governance_core.converter import to_record
-from governance_core.errors import GovernanceError, TemporarilyUnavailable
+from governance_core.converter import from_record, to_record
+from governance_core.errors import GovernanceError, NotFound, TemporarilyUnavailable
 from governance_core.ids import extract_partition
-from governance_core.models.notifications import DeliveryAttempt
+from governance_core.models.notifications import DeliveryAttempt, Monitor
 from governance_core.notifications.addresses import (
     IPNetwork,
     UnsafeDestination,
     check_url,
     parse_networks,
 )
+from governance_core.notifications.changes import ChangeWatch
 from governance_core.notifications.outbox import message_body
+from governance_core.notifications.retention import Retention, purge_batch
 from governance_core.notifications.secrets import active_secrets
 from governance_core.notifications.transport import (
     Resolver,
@@ -57,8 +64,10 @@ if TYPE_CHECKING:
     from governance_core.service import Governance
 
 __all__ = [
+    "CHANGE_VARIABLE",
     "LEASE_ID",
     "MISSING_EXTRA",
+    "NETWORKS_VARIABLE",
     "RetryPolicy",
     "Running",
     "Sender",
@@ -75,6 +84,10 @@ MISSING_EXTRA = (
     "webhook delivery is off: it needs the standardwebhooks package "
     "(pip install 'agent-runs-governance[notifications]')"
 )
+NETWORKS_VARIABLE = "GOVERNANCE_WEBHOOK_ALLOWED_NETWORKS"
+"""Networks webhooks may reach although not public (comma-separated)."""
+CHANGE_VARIABLE = "GOVERNANCE_MONITOR_CHANGE_SECONDS"
+"""Sets :attr:`SenderSettings.change_seconds`, at most a day (0: monitors on schedule only)."""
 _ERROR_MAX = 500
 
 
@@ -117,8 +130,13 @@ class SenderSettings:
     ``allowed_networks`` lets webhooks reach networks that are not public (tests allow
     127.0.0.1 only). ``poll_seconds`` is the pause between passes, ``lease_seconds`` how
     long a silent holder keeps the lease, ``parallel`` how many destinations are drained at
-    once, ``batch`` how many deliveries of a destination one drain reads at most, and
-    ``monitor_seconds`` how often monitors are looked at (0: never).
+    once, ``batch`` how many deliveries of a destination one drain reads at most.
+
+    ``monitor_seconds`` is how often due monitors are looked for (0: never);
+    ``change_seconds`` how often the sender looks for runs that changed, to evaluate the
+    monitors covering them at once (0: on schedule only). ``retention`` says what is purged
+    when, ``purge_seconds`` how often a purge starts and ``purge_batch`` how many events one
+    purge transaction looks at; a full batch is followed by the next on the next pass.
     """
 
     retry: RetryPolicy = attrs.field(factory=RetryPolicy)
@@ -129,16 +147,50 @@ class SenderSettings:
     parallel: int = 8
     batch: int = 100
     monitor_seconds: float = 15.0
+    change_seconds: float = 5.0
+    retention: Retention = attrs.field(factory=Retention)
+    purge_seconds: float = 60.0
+    purge_batch: int = 100
     resolver: Resolver = system_resolver
     tls: ssl.SSLContext | None = None
 
     @classmethod
-    def from_environment(cls, environ: dict[str, str] | None = None) -> SenderSettings:
-        """Settings with ``GOVERNANCE_WEBHOOK_ALLOWED_NETWORKS`` (comma-separated networks)."""
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> SenderSettings:
+        """Settings from the environment; a bad value is a ``ValueError`` naming its variable.
+
+        ``GOVERNANCE_WEBHOOK_ALLOWED_NETWORKS`` (comma-separated networks),
+        ``GOVERNANCE_MONITOR_CHANGE_SECONDS`` (default 5), and the retention's
+        ``GOVERNANCE_NOTIFICATION_RETENTION_DAYS`` and
+        ``GOVERNANCE_NOTIFICATION_DEAD_RETENTION_DAYS`` (:meth:`Retention.from_environment`).
+        """
         source = os.environ if environ is None else environ
+        try:
+            allowed = parse_networks(source.get(NETWORKS_VARIABLE))
+        except ValueError as error:
+            raise ValueError(f"{NETWORKS_VARIABLE}: {error}") from None
         return cls(
-            allowed_networks=parse_networks(source.get("GOVERNANCE_WEBHOOK_ALLOWED_NETWORKS"))
+            allowed_networks=allowed,
+            change_seconds=_seconds(source, CHANGE_VARIABLE, 5.0, maximum=86400.0),
+            retention=Retention.from_environment(source),
         )
+
+
+def _seconds(
+    environ: Mapping[str, str], name: str, default: float, *, maximum: float,
+) -> float:
+    """Seconds from 0 to ``maximum`` from ``environ[name]`` (``default`` when unset)."""
+    text = environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan  # refused below, with the variable's name
+    if not 0 <= value <= maximum:
+        raise ValueError(
+            f"{name} must be a number of seconds from 0 to {maximum:g}, not {text!r}"
+        )
+    return value
 
 
 class Sender:
@@ -169,6 +221,10 @@ class Sender:
             max_workers=self.settings.parallel, thread_name_prefix="webhook-sender"
         )
         self._next_monitors: datetime | None = None
+        self._next_changes: datetime | None = None
+        self._changes = ChangeWatch(self.store)
+        self._next_purge: datetime | None = None
+        self._purge_after: str | None = None
         self._stopping = threading.Event()
 
     def _now(self) -> datetime:
@@ -215,6 +271,7 @@ class Sender:
             return 0
         self._monitors()
         futures = [future for _, future in self._dispatch()]
+        self._purge()
         return sum(future.result() for future in futures)
 
     def run(self, stop: threading.Event) -> None:
@@ -226,6 +283,7 @@ class Sender:
                     if self.acquire():
                         self._monitors()
                         self._dispatch()
+                        self._purge()
                 except Exception:  # a pass that fails is logged; the next pass tries again
                     LOG.exception("webhook sender pass failed")
                 stop.wait(self.settings.poll_seconds)
@@ -393,9 +451,27 @@ class Sender:
 
     # -- monitors ------------------------------------------------------------------------
     def _monitors(self) -> None:
+        """Evaluate the monitors touched by a change, then those due on their schedule."""
+        now = self._now()
+        self._changed_monitors(now)
+        self._due_monitors(now)
+
+    def _changed_monitors(self, now: datetime) -> None:
+        """Evaluate the active monitors whose runs changed since the last look, when it is time."""
+        every = self.settings.change_seconds
+        if every <= 0 or (self._next_changes is not None and now < self._next_changes):
+            return
+        self._next_changes = now + timedelta(seconds=every)
+        active = [
+            from_record(Monitor, record)
+            for record in self.store.iterate("monitors", [Filter("status", "eq", "active")])
+        ]
+        for monitor in self._changes.look(active, now):
+            self._evaluate(monitor.account_id, {"monitor_id": monitor.id})
+
+    def _due_monitors(self, now: datetime) -> None:
         """Evaluate the monitors that are due, account by account, when it is time to look."""
         every = self.settings.monitor_seconds
-        now = self._now()
         if every <= 0 or (self._next_monitors is not None and now < self._next_monitors):
             return
         self._next_monitors = now + timedelta(seconds=every)
@@ -406,16 +482,42 @@ class Sender:
             limit=1000,
         )
         for account_id in dict.fromkeys(record["account_id"] for record in due):
-            account = self.store.get("accounts", account_id)
-            if account is None:
-                continue
-            try:
-                self.governance.call(
-                    "monitors/evaluate", {},
-                    principal=Principal(account_id, account["partition"]),
-                )
-            except GovernanceError:
-                LOG.exception("evaluating the monitors of account %s failed", account_id)
+            self._evaluate(account_id, {})
+
+    def _evaluate(self, account_id: str, params: dict[str, Any]) -> None:
+        """``monitors/evaluate`` in the account; a monitor deleted meanwhile is passed over."""
+        account = self.store.get("accounts", account_id)
+        if account is None:
+            return
+        try:
+            self.governance.call(
+                "monitors/evaluate", params,
+                principal=Principal(account_id, account["partition"]),
+            )
+        except NotFound:
+            return
+        except GovernanceError:
+            LOG.exception("evaluating the monitors of account %s failed", account_id)
+
+    # -- retention -----------------------------------------------------------------------
+    def _purge(self) -> None:
+        """Purge one batch of what is past retention, when a purge is due or under way."""
+        now = self._now()
+        if self._next_purge is not None and now < self._next_purge:
+            return
+        try:
+            purged = purge_batch(self.store, now, self.settings.retention,
+                                 after=self._purge_after, batch=self.settings.purge_batch)
+        except TemporarilyUnavailable:
+            return  # a busy database: the same batch again on the next pass
+        if purged.events or purged.deliveries:
+            LOG.info("purged %d events, %d deliveries and %d attempts past retention",
+                     purged.events, purged.deliveries, purged.attempts)
+        if purged.looked_at < self.settings.purge_batch:
+            self._purge_after = None
+            self._next_purge = now + timedelta(seconds=self.settings.purge_seconds)
+        else:
+            self._purge_after = purged.last_id
 
 
 @attrs.define

@@ -31,13 +31,15 @@ from governance_core.operations.common import list_response
 from governance_core.registry import operation
 from governance_core.views import view_of
 
-__all__ = ["SORTABLE", "STATUSES", "destination_details"]
+__all__ = ["DEFAULT_GRACE", "GRACE_MAX", "SORTABLE", "STATUSES", "destination_details"]
 
 SORTABLE = ("id", "name", "status", "inserted_at")
 STATUSES = ("active", "disabled")
 NAME_MAX = 200
 GRACE_MAX = 7 * 24 * 3600
+"""The longest a rotated secret keeps signing: a week."""
 DEFAULT_GRACE = 24 * 3600
+"""How long a rotated secret keeps signing unless told: a day."""
 
 
 def destination_details(destination: Destination) -> dict[str, Any]:

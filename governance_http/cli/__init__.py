@@ -209,8 +209,8 @@ def _notification_commands(
 ) -> None:
     """``monitors``, ``destinations`` and ``deliveries`` (see docs/notifications.md).
 
-    Lists, show and resend take ``--account`` to narrow them to one account; a create works
-    in one account: the one named, or the store's only one.
+    Lists, show, update, delete, rotate and resend take ``--account`` to narrow them to one
+    account; a create works in one account: the one named, or the store's only one.
     """
     parents = [*common, account]
 
@@ -218,7 +218,20 @@ def _notification_commands(
         made.add_argument("--account", help="the account to create it in (default: the "
                           "store's only account)")
         return made
-    monitors = _group(commands, "monitors", "list, create and show monitors", ["monitor"])
+    def status_options(made: argparse.ArgumentParser, on: str, off: tuple[str, str]) -> None:
+        """``--OFF``/``--ON`` setting the ``status`` member to ``off[1]`` or ``active``."""
+        chosen = made.add_mutually_exclusive_group()
+        chosen.add_argument(f"--{off[0]}", dest="status", action="store_const", const=off[1],
+                            help=f"make it {off[1]}")
+        chosen.add_argument(f"--{on}", dest="status", action="store_const", const="active",
+                            help="make it active")
+
+    def clear_option(made: argparse.ArgumentParser, names: Sequence[str], note: str) -> None:
+        made.add_argument("--clear", action="append", choices=names, metavar="FIELD",
+                          help=f"empty a field (repeatable): {', '.join(names)}{note}")
+
+    monitors = _group(commands, "monitors", "list, create, show, update and delete monitors",
+                      ["monitor"])
     listed = command(monitors, "list", "list monitors with their level and last value",
                      notify.monitors_list, parents)
     listed.add_argument("--metric", choices=METRICS, help="only monitors of this metric")
@@ -245,9 +258,32 @@ def _notification_commands(
     create.add_argument("--paused", action="store_true", help="create it paused")
     shown = command(monitors, "show", "show a monitor", notify.monitors_show, parents)
     shown.add_argument("monitor_id", metavar="MONITOR_ID", help="the monitor's id")
+    update = command(monitors, "update", "change a monitor (what is not given stays); print "
+                     "it", notify.monitors_update, parents)
+    update.add_argument("monitor_id", metavar="MONITOR_ID", help="the monitor's id")
+    update.add_argument("--name", help="its name")
+    update.add_argument("--metric", choices=METRICS, help="what it measures")
+    update.add_argument("--window", type=notify.parse_window,
+                        help="the window measured: seconds, or 15m, 1h, 7d")
+    update.add_argument("--comparison", choices=COMPARISONS, help="gt, ge, lt or le")
+    update.add_argument("--warning", type=float, help="the warning threshold")
+    update.add_argument("--critical", type=float, help="the critical threshold")
+    update.add_argument("--hysteresis", type=float,
+                        help="how far back past a threshold the value must come to leave it")
+    update.add_argument("--every", type=notify.parse_window,
+                        help="evaluate this often: seconds, or 1m, 1h")
+    update.add_argument("--agent-id", dest="agent_id", help="only this agent's runs")
+    update.add_argument("--environment-id", dest="environment_id",
+                        help="only this environment's runs")
+    update.add_argument("--description", help="what the monitor is for")
+    status_options(update, "resume", ("pause", "paused"))
+    clear_option(update, notify.MONITOR_CLEARABLE, "")
+    deleted = command(monitors, "delete", "delete a monitor (an alert it raised stays)",
+                      notify.monitors_delete, parents)
+    deleted.add_argument("monitor_id", metavar="MONITOR_ID", help="the monitor's id")
 
-    destinations = _group(commands, "destinations", "list and create webhook destinations",
-                          ["destination"])
+    destinations = _group(commands, "destinations", "list, create, update, delete webhook "
+                          "destinations and rotate their secrets", ["destination"])
     command(destinations, "list", "list webhook destinations (never their secrets)",
             notify.destinations_list, parents)
     create = in_one_account(command(
@@ -262,6 +298,31 @@ def _notification_commands(
                         choices=EVENT_TYPES,
                         help="send only this event type (repeat for more; default all)")
     create.add_argument("--description", help="what the destination is for")
+    update = command(destinations, "update", "change a destination (what is not given stays); "
+                     "print it", notify.destinations_update, parents)
+    update.add_argument("destination_id", metavar="DESTINATION_ID", help="the destination's id")
+    update.add_argument("--name", help="its name")
+    update.add_argument("--url", help="where to POST (http or https; private addresses are "
+                        "refused)")
+    update.add_argument("--format", choices=BODY_FORMATS, help="the body")
+    update.add_argument("--event-type", dest="event_types", action="append",
+                        choices=EVENT_TYPES,
+                        help="send only this event type (repeat for more; replaces the list)")
+    update.add_argument("--description", help="what the destination is for")
+    status_options(update, "enable", ("disable", "disabled"))
+    clear_option(update, notify.DESTINATION_CLEARABLE, " (no event types: every type)")
+    deleted = command(destinations, "delete", "delete a destination; its pending deliveries "
+                      "become dead letters", notify.destinations_delete, parents)
+    deleted.add_argument("destination_id", metavar="DESTINATION_ID",
+                         help="the destination's id")
+    rotate = command(destinations, "rotate", "make a new signing secret and print it once; "
+                     "the previous ones keep signing for the grace period",
+                     notify.destinations_rotate, parents)
+    rotate.add_argument("destination_id", metavar="DESTINATION_ID",
+                        help="the destination's id")
+    rotate.add_argument("--grace", type=notify.parse_window,
+                        help="how long the previous secrets keep signing: seconds, or 1h, 1d "
+                        "(default 1 day, at most a week; 0 stops them now)")
 
     deliveries = _group(commands, "deliveries", "list webhook deliveries, resend one",
                         ["delivery"])

@@ -54,7 +54,10 @@ def _settings(args: argparse.Namespace) -> SenderSettings:
     for name in ("parallel", "max_attempts"):
         if getattr(args, name) < 1:
             raise CommandError(f"--{name.replace('_', '-')} must be at least 1")
-    base = SenderSettings.from_environment()
+    try:
+        base = SenderSettings.from_environment()
+    except ValueError as error:
+        raise CommandError(str(error)) from error
     try:
         extra = parse_networks(args.allow_network)
     except ValueError as error:

@@ -3,7 +3,8 @@
 Everything goes through the core's operations (``monitors/*``, ``destinations/*``,
 ``deliveries/*``), so a command checks what the API checks. Lists cover every account
 without ``--account``; a create works in one account (the store's only one, or the one
-named); show and resend find the record in whichever account holds it.
+named); show, update, delete, rotate and resend find the record in whichever account holds
+it.
 """
 
 from __future__ import annotations
@@ -16,23 +17,35 @@ from collections.abc import Iterator
 from typing import Any
 
 from governance_core.errors import NotFound
+from governance_core.operations.destinations import DEFAULT_GRACE
 from governance_core.service import Governance, Session
 from governance_http.cli.output import CommandError, print_json, print_table
 from governance_http.cli.stores import account_sessions, one_account, open_store, pages
 
 __all__ = [
+    "DESTINATION_CLEARABLE",
+    "MONITOR_CLEARABLE",
     "SECRET_SHOWN_ONCE",
     "deliveries_list",
     "deliveries_resend",
     "destinations_create",
+    "destinations_delete",
     "destinations_list",
+    "destinations_rotate",
+    "destinations_update",
     "monitors_create",
+    "monitors_delete",
     "monitors_list",
     "monitors_show",
+    "monitors_update",
     "parse_window",
 ]
 
 SECRET_SHOWN_ONCE = "signing secret (shown once, keep it)"
+MONITOR_CLEARABLE = ("warning", "critical", "agent-id", "environment-id", "description")
+"""What ``monitors update --clear`` empties (a monitor keeps a warning or a critical)."""
+DESTINATION_CLEARABLE = ("description", "event-types")
+"""What ``destinations update --clear`` empties (no event types: every type)."""
 
 _DURATION = re.compile(r"(\d+)([smhdw]?)")
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -96,6 +109,15 @@ def _set(params: dict[str, Any], args: argparse.Namespace, names: dict[str, str]
         value = getattr(args, option)
         if value is not None:
             params[member] = value
+
+
+def _cleared(params: dict[str, Any], args: argparse.Namespace) -> None:
+    """Set the members ``--clear`` names to null; one also given a value is refused."""
+    for name in dict.fromkeys(args.clear or ()):
+        member = name.replace("-", "_")
+        if member in params:
+            raise CommandError(f"--{name} and --clear {name} contradict each other")
+        params[member] = None
 
 
 _MONITOR_KEYS = (
@@ -163,6 +185,111 @@ def monitors_show(args: argparse.Namespace) -> int:
         _, monitor = _find(gov, args.account, "monitors/show", "monitor_id", args.monitor_id,
                            "monitor")
     _print_details(args, monitor, _MONITOR_KEYS)
+    return 0
+
+
+_MONITOR_OPTIONS = {
+    "name": "name", "metric": "metric", "window": "window_seconds", "comparison": "comparison",
+    "warning": "warning", "critical": "critical", "hysteresis": "hysteresis",
+    "every": "evaluate_every_seconds", "agent_id": "agent_id",
+    "environment_id": "environment_id", "description": "description", "status": "status",
+}
+
+
+def monitors_update(args: argparse.Namespace) -> int:
+    """Change a monitor (through ``monitors/update``); print it as it stands after."""
+    params: dict[str, Any] = {}
+    _set(params, args, _MONITOR_OPTIONS)
+    _cleared(params, args)
+    with open_store(args.db) as gov:
+        session, _ = _find(gov, args.account, "monitors/show", "monitor_id", args.monitor_id,
+                           "monitor")
+        monitor = session.details("monitors/update", {**params, "monitor_id": args.monitor_id})
+    _print_details(args, monitor, _MONITOR_KEYS)
+    return 0
+
+
+def monitors_delete(args: argparse.Namespace) -> int:
+    """Delete a monitor; an alert it raised stays, to be cleared by hand."""
+    with open_store(args.db) as gov:
+        session, _ = _find(gov, args.account, "monitors/show", "monitor_id", args.monitor_id,
+                           "monitor")
+        monitor = session.details("monitors/delete", {"monitor_id": args.monitor_id})
+    if args.json:
+        print_json(monitor)
+    else:
+        print(f"monitor {monitor['id']} ({monitor['name']}) deleted")
+    return 0
+
+
+_DESTINATION_KEYS = (
+    "id", "account_id", "name", "url", "body_format", "event_types", "status", "description",
+    "version", "inserted_at", "updated_at",
+)
+
+
+def _print_destination(args: argparse.Namespace, destination: dict[str, Any]) -> None:
+    shown = destination if args.json else {
+        **destination, "event_types": ",".join(destination["event_types"]) or "all",
+    }
+    _print_details(args, shown, _DESTINATION_KEYS)
+
+
+def _find_destination(gov: Governance, args: argparse.Namespace) -> Session:
+    session, _ = _find(gov, args.account, "destinations/show", "destination_id",
+                       args.destination_id, "destination")
+    return session
+
+
+def destinations_update(args: argparse.Namespace) -> int:
+    """Change a destination (through ``destinations/update``); print it (never its secrets)."""
+    params: dict[str, Any] = {}
+    _set(params, args, {"name": "name", "url": "url", "format": "body_format",
+                        "event_types": "event_types", "description": "description",
+                        "status": "status"})
+    _cleared(params, args)
+    if "event_types" in params and params["event_types"] is None:
+        params["event_types"] = []
+    with open_store(args.db) as gov:
+        session = _find_destination(gov, args)
+        destination = session.details(
+            "destinations/update", {**params, "destination_id": args.destination_id}
+        )
+    _print_destination(args, destination)
+    return 0
+
+
+def destinations_delete(args: argparse.Namespace) -> int:
+    """Delete a destination; its pending deliveries become dead letters."""
+    with open_store(args.db) as gov:
+        session = _find_destination(gov, args)
+        destination = session.details(
+            "destinations/delete", {"destination_id": args.destination_id}
+        )
+    if args.json:
+        print_json(destination)
+    else:
+        print(f"destination {destination['id']} ({destination['name']}) deleted; its pending "
+              "deliveries become dead letters")
+    return 0
+
+
+def destinations_rotate(args: argparse.Namespace) -> int:
+    """Give a destination a new signing secret, printed once; the old ones sign on for a grace."""
+    params: dict[str, Any] = {"destination_id": args.destination_id}
+    _set(params, args, {"grace": "grace_seconds"})
+    with open_store(args.db) as gov:
+        session = _find_destination(gov, args)
+        answer = session.call("destinations/rotate_secret", params)
+    details, secret = answer["details"], str(answer["secret"])
+    grace = params.get("grace_seconds", DEFAULT_GRACE)
+    if args.json:
+        print(json.dumps({**details, "secret": secret, "grace_seconds": grace}, indent=2,
+                         default=str))
+    else:
+        print(f"{'destination id:':42} {details['id']}")
+        print(f"{'new ' + SECRET_SHOWN_ONCE + ':':42} {secret}")
+        print(f"{'previous secrets keep signing for:':42} {grace} s")
     return 0
 
 
