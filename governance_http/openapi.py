@@ -26,9 +26,11 @@ from governance_core.notifications.monitors import COMPARISONS, METRICS
 from governance_core.notifications.outbox import EVENT_TYPES
 from governance_core.operations.common import KIND_TABLES
 from governance_core.operations.decisions import APPROVAL_TTL_MS
+from governance_core.operations.policies import BACKTEST_DAYS, BACKTEST_LIMIT
 from governance_core.operations.policies import SOURCE_MAX as POLICY_SOURCE_MAX
 from governance_core.operations.run_export import CURSOR_PATTERN, EXPORT_PAGE_MAX
 from governance_core.pagination import MAX_OFFSET, MAX_PAGE_SIZE
+from governance_core.policies.backtest import BACKTEST_MODES
 from governance_core.policies.schema import KIND_ACTIONS
 from governance_core.registry import Operation
 from governance_http.routes import JSON_LINES_EXPORT, PREFIX, RUN_EXPORT, Route
@@ -75,6 +77,11 @@ EXTRA_ENVELOPES: dict[str, dict[str, str]] = {
     "monitors/evaluate": {"evaluated": "list:obj"},
     RUN_EXPORT: {"details": "agent_instance", "spans": "list:agent_span", "next_cursor": "str?"},
     "policies/validate": {"valid": "bool", "problems": "list:obj"},
+    "policies/test": {
+        "policy": "obj", "window": "obj", "runs": "int", "spans": "int", "outcomes": "obj",
+        "observed_outcomes": "obj?", "warnings": "int", "errors": "int",
+        "stopped_runs": "obj", "stopped_spans": "obj",
+    },
 }
 """Success envelopes that are not ``{status, details}`` of the family's resource: each member
 is a resource ``type`` (a reference to its schema) or a field notation."""
@@ -231,6 +238,12 @@ REQUEST_MEMBERS: dict[str, dict[str, str | dict[str, Any]]] = {
         "source": _POLICY_SOURCE, "scope": _POLICY_SCOPE,
     },
     "policies/validate": {"source": "!" + _POLICY_SOURCE},
+    "policies/test": {
+        "source": "!" + _POLICY_SOURCE, "policy_id": "id?",
+        "mode": "enum:" + ",".join(BACKTEST_MODES), "scope": _POLICY_SCOPE,
+        "days": f"int:{BACKTEST_DAYS[0]}..{BACKTEST_DAYS[1]}", "agent_id": "id?",
+        "environment_id": "id?", "limit": f"int:{BACKTEST_LIMIT[0]}..{BACKTEST_LIMIT[1]}",
+    },
     "decisions/decide": {
         "agent_instance_id": "!id", "action": _DECIDE_ACTION,
         "expires_in_ms": f"int:{APPROVAL_TTL_MS[0]}..{APPROVAL_TTL_MS[1]}?",

@@ -157,6 +157,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     # Runtime governance (decisions, section 16): a policy is updated by POST.
     Route("POST", "/policy/validate", "policies/validate"),
+    Route("POST", "/policy/test", "policies/test"),
     *_crud("/policy", "policies", "policy_id", item=("show",)),
     Route("POST", "/policy/{policy_id}", "policies/update"),
     Route("POST", "/decision", "decisions/decide"),

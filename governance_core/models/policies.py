@@ -1,8 +1,9 @@
 """Runtime governance: policies, the decisions taken before an agent acts, and approvals.
 
 A :class:`Policy` holds Cedar text and grows a ``version`` on every update. A
-:class:`Decision` is kept for every ``decide``; a :class:`Approval` holds one action (by the
-digest of its run, kind, name and arguments) for a person to approve or reject.
+:class:`Decision` is kept for every ``decide``, and for a recorded span the policies judged
+after the fact (:mod:`governance_core.policies.detective`); a :class:`Approval` holds one
+action (by the digest of its run, kind, name and arguments) for a person to approve or reject.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class Decision:
     warnings: list[str] = attrs.field(factory=list)
     reasons: list[dict[str, Any]] = attrs.field(factory=list)
     approval_id: str | None = None
+    agent_span_id: str | None = None
+    """The recorded span a decision judged after the fact (null for a ``decide``)."""
 
 
 @attrs.frozen

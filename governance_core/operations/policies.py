@@ -1,12 +1,16 @@
 """Policies: Cedar text deciding an account's actions (create, update, show, list, validate).
 
-Account tokens only. Every operation needs the Cedar engine (the ``policies`` extra) and
-answers ``not_implemented`` naming it when it is missing.
+``policies/test`` back-tests text over the runs already recorded. Account tokens only. Every
+operation needs the Cedar engine (the ``policies`` extra) and answers ``not_implemented``
+naming it when it is missing.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
+
+import attrs
 
 from governance_core.clock import format_timestamp
 from governance_core.context import Context
@@ -20,16 +24,26 @@ from governance_core.operations.common import (
     resolve_ref,
     save,
 )
+from governance_core.policies.backtest import (
+    BACKTEST_MODES,
+    BacktestWindow,
+    Draft,
+    backtest_policy,
+)
 from governance_core.policies.engine import check_source, require_engine
 from governance_core.registry import operation
 from governance_core.repository import Record
 from governance_core.views import model_view
 
-__all__ = ["SORTABLE", "policy_details"]
+__all__ = ["BACKTEST_DAYS", "BACKTEST_LIMIT", "SORTABLE", "SOURCE_MAX", "policy_details"]
 
 SORTABLE = ("id", "name", "updated_at", "inserted_at")
 SOURCE_MAX = 100_000
 """The most characters of policy text (without surrounding white space)."""
+BACKTEST_DAYS = (1, 90, 7)
+"""``policies/test``'s ``days``: the least, the most and the default."""
+BACKTEST_LIMIT = (0, 1000, 100)
+"""``policies/test``'s ``limit`` on its lists of stopped runs and spans: least, most, default."""
 _SENT_MAX = 10 * 1024 * 1024
 _SCOPES = {"environment_ids": "environment", "agent_ids": "agent"}
 
@@ -173,3 +187,56 @@ def validate_policy(ctx: Context, fields: Fields) -> dict[str, Any]:
     assert value is not None
     problems = check_source(value)
     return success(valid=not problems, problems=[problem.to_json() for problem in problems])
+
+
+@operation("policies/test", write=False)
+def backtest_draft(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Back-test policy text over the runs of the last ``days`` days: what it would have decided.
+
+    ``source`` is Cedar text (as ``policies/create`` takes it); with ``policy_id`` it is a new
+    version of that saved policy, whose mode and scope are the defaults. ``mode``:
+    ``enforce`` or ``observe`` (default the saved policy's when live, else ``enforce``);
+    ``scope`` as a policy's (default the saved policy's, else all); ``days`` 1 to 90
+    (default 7); ``agent_id`` and ``environment_id`` narrow the runs; ``limit`` (0 to 1000,
+    default 100) bounds the listed stopped runs and spans. Answers ``{status, policy,
+    window, runs, spans, outcomes, observed_outcomes, warnings, errors, stopped_runs,
+    stopped_spans}``; nothing is written (docs/policies.md, "Back-testing").
+    """
+    require_engine()
+    saved = (
+        load_record(ctx, "policy", fields.raw("policy_id"))
+        if fields.raw("policy_id") is not None else None
+    )
+    source = _source(fields)
+    saved_mode = (saved or {}).get("mode")
+    mode = fields.str(
+        "mode", choices=BACKTEST_MODES, nullable=False,
+        default=saved_mode if saved_mode in BACKTEST_MODES else "enforce",
+    )
+    scope = (
+        _scope(ctx, fields) if fields.has("scope") and fields.raw("scope") is not None
+        else (saved or {}).get("scope")
+    ) or {"environment_ids": [], "agent_ids": []}
+    low, high, default = BACKTEST_DAYS
+    days = fields.int("days", minimum=low, maximum=high, default=default, nullable=False)
+    agent = resolve_ref(ctx, fields, "agent_id", "agent", fields.id("agent_id"))
+    environment = resolve_ref(
+        ctx, fields, "environment_id", "environment", fields.id("environment_id")
+    )
+    low, high, default = BACKTEST_LIMIT
+    limit = fields.int("limit", minimum=low, maximum=high, default=default, nullable=False)
+    fields.done()
+    assert source is not None and mode is not None and days is not None and limit is not None
+    draft = Draft(source=source, mode=mode, scope=scope)
+    if saved is not None:
+        changed = (saved["source"], saved["mode"], saved.get("scope")) != (source, mode, scope)
+        draft = attrs.evolve(
+            draft, name=saved["name"], policy_id=saved["id"],
+            version=int(saved.get("version") or 1) + (1 if changed else 0),
+        )
+    window = BacktestWindow(
+        since=ctx.now - timedelta(days=days), until=ctx.now,
+        agent_id=None if agent is None else agent["id"],
+        environment_id=None if environment is None else environment["id"],
+    )
+    return success(**backtest_policy(ctx, draft, window, limit=limit).to_json())

@@ -19,7 +19,7 @@ import hashlib
 import json
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -36,6 +36,7 @@ from governance_core.errors import NotImplementedOperation
 from governance_core.policies.engine import (
     CompiledSet,
     CompiledSource,
+    Evaluation,
     cedar_value,
     compile_source,
     engine_available,
@@ -46,6 +47,7 @@ from governance_core.repository import Filter, Record, SortKey, tenant_filter
 from governance_core.rules.risk import Ruleset, parse_ruleset, score_run
 
 __all__ = [
+    "ALLOWED",
     "DEFAULT_APPROVAL_TTL",
     "POLICY_DENIED",
     "Action",
@@ -54,9 +56,19 @@ __all__ = [
     "action_digest",
     "active_policies",
     "approval_status",
+    "compile_policies",
     "decide_action",
+    "decision_record",
     "judge",
+    "micro_usd",
+    "policy_context",
+    "policy_request",
+    "principal_entity",
+    "raise_policy_denied",
+    "resource_attributes",
+    "resource_entity",
     "run_request",
+    "verdict_of",
 ]
 
 POLICY_DENIED = "policy_denied"
@@ -186,13 +198,7 @@ def active_policies(ctx: Context) -> ActivePolicies:
             "this account has policies and the Cedar engine is not installed here: install"
             " the 'policies' extra (pip install 'governance[policies]') to decide"
         )
-    if not records:
-        active = _NONE
-    else:
-        require_engine()
-        sources = {policy_id: compile_source(r["source"]) for policy_id, r in records.items()}
-        needs = _attributes([s.est for c in sources.values() for s in c.statements])
-        active = ActivePolicies(records, sources, CompiledSet(sources), frozenset(needs))
+    active = compile_policies(records)
     with kept.lock:
         if len(kept.by_account) >= 1024:
             kept.by_account.clear()
@@ -200,13 +206,26 @@ def active_policies(ctx: Context) -> ActivePolicies:
     return active
 
 
-def _micro(amount: float | int | Decimal | None) -> int:
+def compile_policies(records: Mapping[str, Record]) -> ActivePolicies:
+    """Policy records (by id, each of a live mode) compiled into one set; none: no set."""
+    if not records:
+        return _NONE
+    require_engine()
+    sources = {policy_id: compile_source(r["source"]) for policy_id, r in records.items()}
+    needs = _attributes([s.est for c in sources.values() for s in c.statements])
+    return ActivePolicies(records, sources, CompiledSet(sources), frozenset(needs))
+
+
+def micro_usd(amount: float | int | Decimal | None) -> int:
+    """An amount of US dollars in whole millionths (none: 0), as ``cost_micro_usd`` holds it."""
     if amount is None:
         return 0
-    return int((Decimal(str(amount)) * _MICRO).to_integral_value())
+    exact = amount if isinstance(amount, Decimal) else Decimal(str(amount))
+    return int((exact * _MICRO).to_integral_value())
 
 
-def _resource_attributes(data_risk: Mapping[str, Any] | None) -> dict[str, Any]:
+def resource_attributes(data_risk: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The resource's attributes from its span type's ``data_risk`` (None: declares nothing)."""
     if data_risk is None:
         return {"categories": [], "actions": [], "classification": UNKNOWN}
     scored = score_run({"_": 1}, {"_": data_risk}, _neutral_ruleset())
@@ -265,9 +284,9 @@ def run_request(
             Filter("agent_id", "eq", instance["agent_id"]),
             Filter("started_at", "ge", format_timestamp(midnight)),
         ])
-        cost_today = _micro(rows[0].sums[0]) if rows else 0
+        cost_today = micro_usd(rows[0].sums[0]) if rows else 0
     run = {
-        "cost_micro_usd": _micro(instance.get("total_cost")),
+        "cost_micro_usd": micro_usd(instance.get("total_cost")),
         "input_tokens": sum(int(g.get("input") or 0) + int(g.get("cache_read") or 0)
                             for g in groups),
         "output_tokens": sum(int(g.get("output") or 0) for g in groups),
@@ -280,42 +299,100 @@ def run_request(
         "elapsed_ms": _elapsed_ms(instance, ctx.now),
     }
     span_type = action.name if action.kind == "span" else action.span_type
-    resource_type = RESOURCE_TYPES[action.kind]
-    principal = {"type": "Agent", "id": instance["agent_id"]}
-    resource = {"type": resource_type, "id": action.name}
-    entities = [
-        {"uid": principal, "parents": [], "attrs": {
-            "environment_id": instance["environment_id"],
-            "external_identifier": agent.get("external_identifier") or "",
-            "deployment_id": instance.get("agent_deployment_id") or "",
-        }},
-        {"uid": resource, "parents": [],
-         "attrs": _resource_attributes(
-             span_type_data_risks(schema_version).get(span_type)
-             if span_type and active.reads(*_DECLARED) else None
-         )},
-    ]
+    declared = resource_attributes(
+        span_type_data_risks(schema_version).get(span_type)
+        if span_type and active.reads(*_DECLARED) else None
+    )
+    return policy_request(instance, agent, action, run, cost_today, declared)
+
+
+def policy_request(
+    instance: Record,
+    agent: Mapping[str, Any],
+    action: Action,
+    run: Mapping[str, Any],
+    cost_today: int,
+    declared: Mapping[str, Any],
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The Cedar request of ``action`` by the run ``instance`` of ``agent``, and its entities.
+
+    ``run`` holds ``context.run``, ``cost_today`` the agent's cost today (micro-dollars) and
+    ``declared`` the resource's attributes (:func:`resource_attributes`).
+    """
+    principal = principal_entity(instance, agent)
+    resource = resource_entity(action, declared)
     request = {
-        "principal": principal,
+        "principal": principal["uid"],
         "action": {"type": "Action", "id": KIND_ACTIONS[action.kind]},
-        "resource": resource,
-        "context": {
-            "args": cedar_value(dict(action.args)),
-            "run": run,
-            "agent": {"cost_today_micro_usd": cost_today},
-        },
+        "resource": resource["uid"],
+        "context": policy_context(action, run, cost_today),
     }
-    return request, entities
+    return request, [principal, resource]
+
+
+def principal_entity(instance: Record, agent: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's principal, ``Agent::"<agent_id>"``, with its attributes."""
+    return {"uid": {"type": "Agent", "id": instance["agent_id"]}, "parents": [], "attrs": {
+        "environment_id": instance["environment_id"],
+        "external_identifier": agent.get("external_identifier") or "",
+        "deployment_id": instance.get("agent_deployment_id") or "",
+    }}
+
+
+def resource_entity(action: Action, declared: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's resource (``Tool``, ``Model`` or ``SpanType``) with ``declared``."""
+    return {
+        "uid": {"type": RESOURCE_TYPES[action.kind], "id": action.name}, "parents": [],
+        "attrs": dict(declared),
+    }
+
+
+def policy_context(
+    action: Action,
+    run: Mapping[str, Any],
+    cost_today: int,
+    needs: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """The request's ``context``: ``args``, ``run`` and ``agent``.
+
+    With ``needs`` (every attribute name the policies read), a member no policy names is
+    left out: a policy cannot tell (each name it reads is in ``needs``), and the engine
+    reads less. A record named whole keeps all its members.
+    """
+    context = {
+        "args": cedar_value(dict(action.args)),
+        "run": dict(run),
+        "agent": {"cost_today_micro_usd": cost_today},
+    }
+    if needs is None:
+        return context
+    kept: dict[str, Any] = {}
+    for name, value in context.items():
+        if name in needs:
+            kept[name] = value
+        elif isinstance(value, dict) and name != "args":
+            members = {key: item for key, item in value.items() if key in needs}
+            if members:
+                kept[name] = members
+    return kept
 
 
 @attrs.frozen
 class Verdict:
-    """What the policies said: the outcome, what observe mode would add, warnings, reasons."""
+    """What the policies said: the outcome, what observe mode would add, warnings, reasons.
+
+    ``errors`` counts the matching statements that failed to evaluate (fail closed).
+    """
 
     outcome: str
     observed_outcome: str | None
     warnings: tuple[str, ...]
     reasons: tuple[dict[str, Any], ...]
+    errors: int = 0
+
+
+ALLOWED = Verdict("allow", None, (), ())
+"""The verdict where no policy has anything to say."""
 
 
 def _strongest(kinds: Sequence[str]) -> str:
@@ -336,9 +413,19 @@ def judge(
     """
     scoped = {record["id"]: record for record in active.in_scope(instance)}
     if not scoped or active.compiled is None:
-        return Verdict("allow", None, (), ())
+        return ALLOWED
     request, entities = run_request(ctx, instance, action, active)
-    evaluation = active.compiled.evaluate(request, entities)
+    return verdict_of(active, scoped, active.compiled.evaluate(request, entities))
+
+
+def verdict_of(
+    active: ActivePolicies, scoped: Mapping[str, Record], evaluation: Evaluation
+) -> Verdict:
+    """Combine what one evaluation matched into a verdict of the ``scoped`` policies.
+
+    ``scoped`` maps the id of each policy in the run's scope to its record; statements of
+    other policies of ``active`` are passed over.
+    """
     hits = list(dict.fromkeys([*evaluation.matched, *evaluation.errors]))
     enforced: list[str] = []
     observed: list[str] = []
@@ -365,10 +452,11 @@ def judge(
             "mode": record["mode"], "effect": kind,
         })
     observing = any(record["mode"] == "observe" for record in scoped.values())
+    failed = sum(1 for key in evaluation.errors if key[0] in scoped)
     return Verdict(
         _strongest(enforced),
         _strongest(enforced + observed) if observing else None,
-        tuple(warnings), tuple(reasons),
+        tuple(warnings), tuple(reasons), failed,
     )
 
 
@@ -426,7 +514,6 @@ def decide_action(
     active = active_policies(ctx)
     verdict = judge(ctx, instance, action, active)
     decision_id = ctx.new_id()
-    now = format_timestamp(ctx.now)
     outcome, approval_id = verdict.outcome, None
     reasons = [dict(reason) for reason in verdict.reasons]
     if outcome == "pending_approval":
@@ -447,21 +534,62 @@ def decide_action(
                     approval_ttl or DEFAULT_APPROVAL_TTL,
                 )
             approval_id = pending["id"]
-    decision = {
+    decision = decision_record(
+        ctx, instance, action, decision_id=decision_id, outcome=outcome,
+        observed_outcome=verdict.observed_outcome, warnings=verdict.warnings, reasons=reasons,
+        approval_id=approval_id,
+    )
+    ctx.store.put("decisions", decision)
+    if outcome == "deny" and find_alert(ctx, instance["id"], POLICY_DENIED) is None:
+        raise_policy_denied(ctx, instance, decision)
+    return decision
+
+
+def decision_record(
+    ctx: Context,
+    instance: Record,
+    action: Action,
+    *,
+    decision_id: str,
+    outcome: str,
+    observed_outcome: str | None,
+    warnings: Sequence[str],
+    reasons: Sequence[Mapping[str, Any]],
+    approval_id: str | None = None,
+    action_kind: str | None = None,
+    agent_span_id: str | None = None,
+) -> Record:
+    """The record a decision of ``action`` for the run ``instance`` is stored as, decided now.
+
+    ``action_kind`` is the stored kind the run's ``tool_calls`` count reads (the action's
+    own kind unless said); ``agent_span_id`` names the recorded span a decision judged.
+    """
+    now = format_timestamp(ctx.now)
+    return {
         "id": decision_id, "account_id": instance["account_id"],
         "agent_instance_id": instance["id"], "agent_id": instance["agent_id"],
         "environment_id": instance["environment_id"], "action": action.to_json(),
-        "action_kind": action.kind, "outcome": outcome,
-        "observed_outcome": verdict.observed_outcome, "warnings": list(verdict.warnings),
-        "reasons": reasons, "approval_id": approval_id, "decided_at": now, "inserted_at": now,
+        "action_kind": action_kind or action.kind, "outcome": outcome,
+        "observed_outcome": observed_outcome, "warnings": list(warnings),
+        "reasons": [dict(reason) for reason in reasons], "approval_id": approval_id,
+        "agent_span_id": agent_span_id, "decided_at": now, "inserted_at": now,
     }
-    ctx.store.put("decisions", decision)
-    if outcome == "deny" and find_alert(ctx, instance["id"], POLICY_DENIED) is None:
-        raise_alert(ctx, instance, POLICY_DENIED, "error", {
-            "decision_id": decision_id, "action_kind": action.kind, "action_name": action.name,
-            "policy_ids": sorted({r["policy_id"] for r in reasons if r["mode"] == "enforce"}),
-        })
-    return decision
+
+
+def raise_policy_denied(ctx: Context, instance: Record, decision: Record) -> Record:
+    """Raise :data:`POLICY_DENIED` on the run for the denying ``decision``; the run as stored.
+
+    The caller checks it is the run's first (``find_alert``); the alert names the decision,
+    its action and the enforce-mode policies that denied it.
+    """
+    action = decision["action"]
+    return raise_alert(ctx, instance, POLICY_DENIED, "error", {
+        "decision_id": decision["id"], "action_kind": action["kind"],
+        "action_name": action["name"],
+        "policy_ids": sorted({
+            r["policy_id"] for r in decision["reasons"] if r["mode"] == "enforce"
+        }),
+    }).instance
 
 
 def _open_approval(

@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from governance_core import jsontext
 from governance_core.errors import NotImplementedOperation
 from governance_core.policies.schema import CEDAR_SCHEMA
 
@@ -43,6 +44,7 @@ __all__ = [
     "Evaluation",
     "SourceProblem",
     "Statement",
+    "Uid",
     "check_source",
     "cedar_value",
     "compile_source",
@@ -309,9 +311,31 @@ class CompiledSet:
             for statement in compiled.statements:
                 static[f"{policy_id}#{statement.index}"] = statement.est
         self.size = len(static) - 1
+        self._heads = [
+            (est["principal"], est["action"], est["resource"])
+            for name, est in static.items() if name != _BASE
+        ]
+        self._may_match: dict[tuple[Uid, Uid, Uid], bool] = {}
         self._set = cedarpy.PolicySet.from_json_str(
             json.dumps({"staticPolicies": static, "templates": {}, "templateLinks": []})
         )
+
+    def may_match(self, principal: Uid, action: Uid, resource: Uid) -> bool:
+        """Whether any statement's scope (its head) can hold a request of these entities.
+
+        Exact for requests whose entities have no parents (every request this library
+        builds): ``in E`` then means ``== E``. A request no head holds matches nothing and
+        raises no error (conditions are not evaluated), so it need not be evaluated.
+        """
+        key = (principal, action, resource)
+        found = self._may_match.get(key)
+        if found is None:
+            found = self._may_match[key] = any(
+                _head_holds(heads[0], principal) and _head_holds(heads[1], action)
+                and _head_holds(heads[2], resource)
+                for heads in self._heads
+            )
+        return found
 
     def evaluate(
         self, request: Mapping[str, Any], entities: Sequence[Mapping[str, Any]]
@@ -323,18 +347,70 @@ class CompiledSet:
         result = cedarpy.is_authorized(
             dict(request), self._set, [dict(entity) for entity in entities]
         )
-        if result.decision == cedarpy.Decision.NoDecision:
-            raise ValueError("; ".join(result.diagnostics.errors) or "no decision")
-        matched = (
-            tuple(_key(name) for name in result.diagnostics.reasons if name != _BASE)
-            if result.decision == cedarpy.Decision.Deny else ()
+        return _evaluation(result)
+
+    def evaluate_many(
+        self, requests: Sequence[Mapping[str, Any]], entities: Sequence[Mapping[str, Any]]
+    ) -> list[Evaluation]:
+        """Evaluate requests sharing one entity list (each uid once) in one call, in order.
+
+        The entities are parsed once for all of them.
+        """
+        assert cedarpy is not None
+        if self.size == 0 or not requests:
+            return [Evaluation((), {}) for _ in requests]
+        shared = cedarpy.Entities.from_json_str(jsontext.dumps(list(entities)))
+        results = cedarpy.is_authorized_batch(
+            [dict(request) for request in requests], self._set, shared
         )
-        errors: dict[tuple[str, int], str] = {}
-        for text in result.diagnostics.errors:
-            found = _EVALUATION_ERROR.search(text)
-            if found is not None and found.group(1) != _BASE:
-                errors[_key(found.group(1))] = found.group(2)
-        return Evaluation(matched, errors)
+        return [_evaluation(result) for result in results]
+
+
+Uid = tuple[str, str]
+"""An entity's (type, id)."""
+
+
+def _uid(entity: Mapping[str, Any]) -> Uid:
+    return str(entity.get("type")), str(entity.get("id"))
+
+
+def _head_holds(head: Mapping[str, Any], uid: Uid) -> bool:
+    """Whether a statement's principal, action or resource constraint holds ``uid``.
+
+    Anything this does not know holds (the engine decides).
+    """
+    op = head.get("op")
+    if op == "All":
+        return True
+    if op in ("==", "in") and isinstance(head.get("entity"), Mapping):
+        return _uid(head["entity"]) == uid
+    if op == "in" and isinstance(head.get("entities"), list):
+        return uid in {_uid(entity) for entity in head["entities"]}
+    if op == "is":
+        inner = head.get("in")
+        if head.get("entity_type") != uid[0]:
+            return False
+        return not isinstance(inner, Mapping) or not isinstance(inner.get("entity"), Mapping) or (
+            _uid(inner["entity"]) == uid
+        )
+    return True
+
+
+def _evaluation(result: Any) -> Evaluation:
+    """What one engine answer says: the matching statements and the failing ones."""
+    assert cedarpy is not None
+    if result.decision == cedarpy.Decision.NoDecision:
+        raise ValueError("; ".join(result.diagnostics.errors) or "no decision")
+    matched = (
+        tuple(_key(name) for name in result.diagnostics.reasons if name != _BASE)
+        if result.decision == cedarpy.Decision.Deny else ()
+    )
+    errors: dict[tuple[str, int], str] = {}
+    for text in result.diagnostics.errors:
+        found = _EVALUATION_ERROR.search(text)
+        if found is not None and found.group(1) != _BASE:
+            errors[_key(found.group(1))] = found.group(2)
+    return Evaluation(matched, errors)
 
 
 def _key(name: str) -> tuple[str, int]:

@@ -17,7 +17,7 @@ from governance_core.errors import GovernanceError, ValidationErrors
 from governance_core.notifications.monitors import COMPARISONS, LEVELS, METRICS
 from governance_core.notifications.outbox import BODY_FORMATS, EVENT_TYPES
 from governance_core.operations.deliveries import STATUSES as DELIVERY_STATUSES
-from governance_http.cli import admin, deliver, keys, notify, reads
+from governance_http.cli import admin, deliver, keys, notify, policies, reads
 from governance_http.cli.output import DISTRIBUTION, CommandError
 from governance_http.settings import (
     DB_ENVIRONMENT_VARIABLE,
@@ -190,6 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
     shown.add_argument("run_id", metavar="RUN_ID", help="the run's (agent instance's) id")
 
     _notification_commands(commands, command, common, account)
+
+    policy_commands = _group(commands, "policies", "test policy text against the recorded "
+                             "runs", ["policy"])
+    policies.add_test_arguments(command(
+        policy_commands, "test", "print what Cedar policy text would have decided over the "
+        "runs of the last days: outcomes, and the runs and spans it would have stopped",
+        policies.policies_test,
+    ))
 
     export = command(commands, "export", "write a run or an account as JSON Lines",
                      reads.export, [store])

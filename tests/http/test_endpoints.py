@@ -146,6 +146,7 @@ EXAMPLES: dict[str, Callable[[World], Example]] = {
     ),
     "policies/update": lambda w: Example({"mode": "observe"}),
     "policies/validate": lambda w: Example({"source": "forbid (principal, action, resource);"}),
+    "policies/test": lambda w: Example({"source": "forbid (principal, action, resource);"}),
     "decisions/decide": lambda w: Example(
         {"agent_instance_id": _instance(w), "action": {"kind": "tool_call", "name": "search"}}
     ),

@@ -77,6 +77,7 @@ REFERENCES: dict[str, str] = {
     "owner_person_id": "person_id", "risk_profile_id": "risk_profile_id",
     "agent_instance_id": "agent_instance_id", "parent_span_id": "agent_span_id",
     "current_version_id": "agent_version_id", "account_id": "account_id",
+    "policy_id": "policy_id",
 }
 """Reference members, and the world's resource each is made to name."""
 
@@ -153,7 +154,9 @@ def follow_the_rules(case: Any) -> None:
         for members in _members(case)[-1:]:
             if members.get("name") is None:
                 members["name"] = ALERT
-    if operation in ("POST /api/v1/policy", "POST /api/v1/policy/{policy_id}"):
+    if operation in (
+        "POST /api/v1/policy", "POST /api/v1/policy/{policy_id}", "POST /api/v1/policy/test",
+    ):
         _policy(_members(case))
     if operation == "POST /api/v1/bulk":
         for index, item in enumerate(case.body.get("items") or []):

@@ -1,0 +1,172 @@
+"""The detective judge: the live policies on spans just recorded, called inside a transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from governance_core.policies import detective
+from governance_core.policies.detective import (
+    RECORDED_KIND_PREFIX,
+    RecordedJudgement,
+    judge_recorded,
+    keep_recorded,
+)
+from governance_core.repository import Record
+from tests.policies.recording import model_call, record
+from tests.policies.support import RunWorld
+
+NO_EMAIL = '@reason("no email") forbid (principal, action, resource == SpanType::"email.send");'
+REFUNDS = (
+    '@approval("refunds over 100 need a person")\n'
+    'forbid (principal, action == Action::"call_tool", resource == Tool::"refund")\n'
+    "when { context.args has amount && context.args.amount > 100 };"
+)
+
+
+def judged(
+    world: RunWorld, run: str, batch: Callable[[], list[str]]
+) -> tuple[RecordedJudgement, Record, list[str]]:
+    """Record ``batch``'s spans, then judge and keep them as the span write path would.
+
+    Answers the judgement, the run as kept and the spans' ids.
+    """
+    store = world.gov.store
+    before = store.get("agent_instances", run)
+    assert before is not None
+    ids = batch()
+    spans = [store.get("agent_spans", span_id) for span_id in ids]
+    ctx = world.gov.context(world.session.principal)
+    with store.transaction():
+        judgement = judge_recorded(ctx, before, [s for s in spans if s is not None])
+        after = store.get("agent_instances", run)
+        assert after is not None
+        kept = keep_recorded(ctx, after, judgement)
+    return judgement, kept, ids
+
+
+def decisions(world: RunWorld, run: str) -> list[dict[str, Any]]:
+    listed = world.session.call("decisions/list", {"agent_instance_id": run})
+    return list(listed["summaries"])
+
+
+def alerts(world: RunWorld, run: str) -> list[dict[str, Any]]:
+    return list(world.session.call("alerts/list", {"agent_instance_id": run})["summaries"])
+
+
+def test_an_enforced_deny_is_kept_and_raises_the_alert_once(world: RunWorld) -> None:
+    policy = world.policy(NO_EMAIL, name="No email")
+    run = world.run()
+    judgement, kept, (_, sent) = judged(world, run, lambda: [
+        record(world, run, "crm.read_order"), record(world, run, "email.send"),
+    ])
+    assert judgement.alert_due is True
+    [decision] = decisions(world, run)
+    assert decision["id"] == judgement.decisions[0]["id"]
+    assert decision["agent_span_id"] == sent and decision["outcome"] == "deny"
+    assert decision["action"] == {
+        "kind": "span", "name": "email.send", "args": {}, "span_type": "email.send",
+    }
+    assert decision["reasons"] == [{
+        "policy_id": policy["id"], "policy_version": 1, "message": "no email",
+        "mode": "enforce", "effect": "deny",
+    }]
+    stored = world.gov.store.get("decisions", decision["id"])
+    assert stored is not None and stored["action_kind"] == RECORDED_KIND_PREFIX + "span"
+    [alert] = alerts(world, run)
+    assert (alert["name"], alert["payload"]["decision_id"]) == ("policy_denied", decision["id"])
+    assert kept["raised_alert_count"] == 1
+    again, _, _ = judged(world, run, lambda: [record(world, run, "email.send")])
+    assert again.alert_due is False and len(again.decisions) == 1
+    assert len(alerts(world, run)) == 1
+
+
+def test_observe_mode_and_warnings_are_kept_and_raise_nothing(world: RunWorld) -> None:
+    world.policy(NO_EMAIL, mode="observe")
+    world.policy('@warn("a model was called") forbid (principal, action, resource is Model);')
+    run = world.run()
+    judgement, _, _ = judged(world, run, lambda: [
+        record(world, run, "email.send"), model_call(world, run, 10),
+        record(world, run, "crm.read_order"),
+    ])
+    assert judgement.alert_due is False
+    shown = [(d["action"]["name"], d["outcome"], d["observed_outcome"], d["warnings"])
+             for d in judgement.decisions]
+    assert shown == [
+        ("email.send", "allow", "deny", []),
+        ("test-model", "allow", "allow", ["a model was called"]),
+    ]
+    assert alerts(world, run) == []
+
+
+def test_an_allow_with_nothing_to_say_is_not_kept(world: RunWorld) -> None:
+    world.policy(NO_EMAIL)
+    run = world.run()
+    judgement, _, _ = judged(world, run, lambda: [record(world, run, "crm.read_order")])
+    assert judgement == RecordedJudgement()
+    assert decisions(world, run) == []
+
+
+def test_the_figures_start_from_the_stored_run_and_move_through_the_batch(
+    world: RunWorld,
+) -> None:
+    world.policy("forbid (principal, action, resource) when { context.run.span_count >= 2 };")
+    run = world.run()
+    record(world, run, "crm.read_order")
+    judgement, _, (_, second) = judged(world, run, lambda: [
+        record(world, run, "crm.read_order"), record(world, run, "crm.read_order"),
+    ])
+    assert [d["agent_span_id"] for d in judgement.decisions] == [second]
+
+
+def test_an_action_held_for_approval_is_denied_unless_approved(world: RunWorld) -> None:
+    world.policy(REFUNDS)
+    run = world.run()
+    unapproved, _, _ = judged(world, run, lambda: [record(world, run, "tool:refund",
+                                                       {"amount": 250})])
+    [decision] = unapproved.decisions
+    assert decision["outcome"] == "deny" and unapproved.alert_due is True
+    assert decision["reasons"][0]["message"].endswith("(recorded without an approval)")
+    pending = world.decide(run, "tool_call", "refund", {"amount": 300})
+    world.session.call("approvals/approve", {"approval_id": pending["approval_id"]})
+    approved, _, _ = judged(world, run, lambda: [record(world, run, "tool:refund",
+                                                     {"amount": 300})])
+    [decision] = approved.decisions
+    assert decision["outcome"] == "allow"
+    assert decision["reasons"][0]["approval_id"] == pending["approval_id"]
+
+
+def test_recorded_tool_calls_do_not_count_as_decided_ones(world: RunWorld) -> None:
+    world.policy('@warn("tool") forbid (principal, action == Action::"call_tool", resource);')
+    world.policy(
+        'forbid (principal, action == Action::"call_tool", resource == Tool::"search")'
+        " when { context.run.tool_calls >= 1 };"
+    )
+    run = world.run()
+    judgement, _, _ = judged(world, run, lambda: [record(world, run, "tool:lookup")])
+    assert [d["outcome"] for d in judgement.decisions] == ["allow"]
+    assert world.decide(run, "tool_call", "search")["outcome"] == "allow"
+    assert world.decide(run, "tool_call", "search")["outcome"] == "deny"
+
+
+def test_runs_out_of_scope_and_accounts_without_policies_are_not_judged(
+    world: RunWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = world.run()
+    assert judged(world, run, lambda: [record(world, run, "email.send")])[0] == (
+        RecordedJudgement()
+    )
+    other_agent = world.session.details("agents/create", {"name": "Other"})["id"]
+    world.policy(NO_EMAIL, scope={"agent_ids": [other_agent]})
+    assert judged(world, run, lambda: [record(world, run, "email.send")])[0] == (
+        RecordedJudgement()
+    )
+    theirs = world.run(other_agent)
+    assert len(judged(world, theirs, lambda: [record(world, theirs, "email.send")])[0]
+               .decisions) == 1
+    monkeypatch.setattr(detective, "engine_available", lambda: False)
+    assert judged(world, theirs, lambda: [record(world, theirs, "email.send")])[0] == (
+        RecordedJudgement()
+    )
