@@ -99,6 +99,8 @@ class Config:
     base_url: str = "http://127.0.0.1:8000"
     webhook_allowed_networks: tuple[str, ...] = ()
     """Networks webhooks may reach although not public (``10.0.0.0/8``); none by default."""
+    judge_recorded_spans: bool = True
+    """Detective mode: the live policies judge each activity span as it is recorded."""
 
 
 class Invoke(Protocol):

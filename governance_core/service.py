@@ -39,6 +39,7 @@ from governance_core.fields import Fields
 from governance_core.idempotency import IdempotentRequest, resolve_key
 from governance_core.ids import IdFactory
 from governance_core.operations import default_registry
+from governance_core.policies.detective import judge_and_keep
 from governance_core.recording import Run
 from governance_core.registry import Operation, Registry
 from governance_core.rules.cost import load_catalogue
@@ -331,11 +332,17 @@ class Governance:
             if owned is not None:
                 self._writing.batch = None
 
-    def _open_batch(self) -> WriteBatch | None:
-        """A new :class:`WriteBatch` for an outermost transaction (None inside another)."""
+    def _open_batch(self, *, defers: bool = True) -> WriteBatch | None:
+        """A new :class:`WriteBatch` for an outermost transaction (None inside another).
+
+        Its span writes are judged by the policies in observe and enforce mode as they are
+        recorded (detective mode: :func:`~governance_core.policies.detective.judge_and_keep`),
+        unless ``config.judge_recorded_spans`` is off.
+        """
         if getattr(self._writing, "batch", None) is not None:
             return None
-        batch = WriteBatch()
+        judge = judge_and_keep if self.config.judge_recorded_spans else None
+        batch = WriteBatch(defers=defers, judge=judge)
         self._writing.batch = batch
         return batch
 
@@ -394,8 +401,9 @@ class Governance:
         ctx = self.context(principal)
         ctx.prepared = prepared
         store = self._operations_store
-        # A batch keeps its runs' rollups once, at its end; a single write, as it goes.
-        owned = self._open_batch() if op.batch else None
+        # A batch keeps its runs' rollups once, at its end; a single span write, as it goes
+        # (its batch only has the spans it records judged at its end).
+        owned = self._open_batch(defers=op.batch) if op.batch or op.defers_rollups else None
         ctx.write_batch = getattr(self._writing, "batch", None)
         try:
             with store.batch() if op.batch else store.transaction():

@@ -11,27 +11,42 @@ transaction runs (:class:`~governance_core.service.Governance` does both), so wh
 them reads them current. The rollups are functions of the run as it stands, so a savepoint
 taken back changes nothing: its run is kept as the savepoint left it.
 
-A single write outside any batch keeps its rollups as it goes (no batch: ``ctx.write_batch`` None).
+A single span write has a batch of its own that keeps nothing for later (``defers`` off):
+its rollups are kept as it goes, since it writes each record once anyway.
+
+A batch may also be given a ``judge``: the policies' detective mode
+(:func:`governance_core.policies.detective.judge_and_keep`), which :meth:`WriteBatch.keep`
+asks about the activity spans the batch created, run by run, from the run as it stood
+before them: what the policies in scope say of them is kept, and the write goes on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 from governance_core.context import Context
 from governance_core.domain.insights import keep_total_cost, run_risk_level
 from governance_core.domain.risk import Rulesets
 from governance_core.repository import Record
 
-__all__ = ["WriteBatch", "batch_of", "span_rollups", "write_rulesets"]
+__all__ = [
+    "RecordedJudge", "WriteBatch", "batch_of", "deferring_batch", "span_rollups",
+    "write_rulesets",
+]
+
+RecordedJudge = Callable[[Context, Record, Sequence[Record]], None]
+"""Judges the spans a batch recorded on a run: ``judge(ctx, run_before, spans)``."""
 
 
 class WriteBatch:
     """One transaction's span writes: the runs they moved, shared look-ups, ids known free."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, defers: bool = True, judge: RecordedJudge | None = None) -> None:
+        self.defers = defers
+        self._judge = judge
         self._runs: dict[str, tuple[Context, Record]] = {}
         self._scored: dict[str, Record | None] = {}
+        self._created: dict[str, list[Record]] = {}
         self._rulesets: Rulesets | None = None
         self._unnamed: set[str] = set()
 
@@ -44,6 +59,12 @@ class WriteBatch:
     def note(self, ctx: Context, before: Record) -> None:
         """Note the run ``before`` a span write moves it (the first note of a run stands)."""
         self._runs.setdefault(before["id"], (ctx, before))
+
+    def note_created(self, ctx: Context, before: Record, span: Record) -> None:
+        """Note an activity span created on the run ``before`` (for the batch's judge)."""
+        if self._judge is not None:
+            self._runs.setdefault(before["id"], (ctx, before))
+            self._created.setdefault(before["id"], []).append(span)
 
     def note_risk(self, run_id: str, schema_version: Record | None) -> None:
         """Note that a span write of a type declaring a data risk moved the run ``run_id``."""
@@ -66,23 +87,39 @@ class WriteBatch:
 
         The rulesets are forgotten too: the operation about to run may change one.
         """
-        runs, scored, rulesets = self._runs, self._scored, self._rulesets
-        self._runs, self._scored, self._rulesets = {}, {}, None
+        runs, scored, rulesets, created = self._runs, self._scored, self._rulesets, self._created
+        self._runs, self._scored, self._rulesets, self._created = {}, {}, None, {}
         for run_id, (ctx, before) in runs.items():
-            current = ctx.store.get("agent_instances", run_id)
-            assert current is not None, "a run is never deleted in the transaction moving it"
-            after = keep_total_cost(ctx, before, current)
-            if run_id in scored:
-                level = run_risk_level(ctx, after, scored[run_id], rulesets or Rulesets(ctx))
-                if level != after.get("risk_level") or "risk_level" not in after:
-                    after = {**after, "risk_level": level}
-            if after != current:
-                ctx.store.put("agent_instances", after)
+            if self.defers:
+                self._keep_rollups(ctx, before, scored, rulesets)
+            if self._judge is not None and run_id in created:
+                self._judge(ctx, before, created[run_id])
+
+    @staticmethod
+    def _keep_rollups(
+        ctx: Context, before: Record, scored: dict[str, Record | None], rulesets: Rulesets | None
+    ) -> None:
+        run_id = before["id"]
+        current = ctx.store.get("agent_instances", run_id)
+        assert current is not None, "a run is never deleted in the transaction moving it"
+        after = keep_total_cost(ctx, before, current)
+        if run_id in scored:
+            level = run_risk_level(ctx, after, scored[run_id], rulesets or Rulesets(ctx))
+            if level != after.get("risk_level") or "risk_level" not in after:
+                after = {**after, "risk_level": level}
+        if after != current:
+            ctx.store.put("agent_instances", after)
 
 
 def batch_of(ctx: Context) -> WriteBatch | None:
-    """The batch the write ``ctx`` runs in, or None (it keeps its rollups as it goes)."""
+    """The batch the write ``ctx`` runs in, or None (a write made outside a Governance)."""
     return ctx.write_batch if isinstance(ctx.write_batch, WriteBatch) else None
+
+
+def deferring_batch(ctx: Context) -> WriteBatch | None:
+    """The batch the write ``ctx`` runs in when it keeps rollups to its end, else None."""
+    batch = batch_of(ctx)
+    return batch if batch is not None and batch.defers else None
 
 
 def span_rollups(ctx: Context, before: Record) -> Callable[[Record], Record]:
@@ -91,7 +128,7 @@ def span_rollups(ctx: Context, before: Record) -> Callable[[Record], Record]:
     Kept now (:func:`~governance_core.domain.insights.keep_total_cost`), or noted in the
     write's batch.
     """
-    batch = batch_of(ctx)
+    batch = deferring_batch(ctx)
     if batch is None:
         return lambda after: keep_total_cost(ctx, before, after)
 
@@ -104,5 +141,5 @@ def span_rollups(ctx: Context, before: Record) -> Callable[[Record], Record]:
 
 def write_rulesets(ctx: Context) -> Rulesets:
     """The rulesets a span write looks agents up in: its batch's, else its own."""
-    batch = batch_of(ctx)
+    batch = deferring_batch(ctx)
     return Rulesets(ctx) if batch is None else batch.rulesets(ctx)

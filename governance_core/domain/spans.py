@@ -129,12 +129,14 @@ def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
     rulesets = write_rulesets(ctx)
     stored = raise_if_critical(ctx, stored, record, schema_version, entry, agent, rulesets)
     batch = batch_of(ctx)
-    if batch is None:
+    if batch is None or not batch.defers:
         stored = keep_risk_level(ctx, stored, schema_version, entry, rulesets, agent)
     elif entry is not None and is_assessable(entry.get("data_risk")):
         batch.note_risk(stored["id"], schema_version)
-    if batch is not None and new.parent_span_id is not None:
-        batch.names_parent(new.parent_span_id)
+    if batch is not None:
+        batch.note_created(ctx, instance, record)
+        if new.parent_span_id is not None:
+            batch.names_parent(new.parent_span_id)
     return SpanWrite(record, stored, agent, schema_version, entry)
 
 

@@ -47,7 +47,10 @@ from governance_core.policies.recorded import RecordedJudge
 from governance_core.repository import Filter, Record, SortKey
 from governance_core.rules.aggregates import ACTIVITY
 
-__all__ = ["RECORDED_KIND_PREFIX", "RecordedJudgement", "judge_recorded", "keep_recorded"]
+__all__ = [
+    "RECORDED_KIND_PREFIX", "RecordedJudgement", "judge_and_keep", "judge_recorded",
+    "keep_recorded",
+]
 
 RECORDED_KIND_PREFIX: Final = "recorded:"
 """The stored ``action_kind`` of a decision on a recorded span: ``recorded:tool_call``..."""
@@ -150,3 +153,18 @@ def keep_recorded(ctx: Context, run: Record, judgement: RecordedJudgement) -> Re
         first = next(d for d in judgement.decisions if d["outcome"] == "deny")
         run = raise_policy_denied(ctx, run, first)
     return run
+
+
+def judge_and_keep(ctx: Context, run_before: Record, spans: Sequence[Record]) -> None:
+    """Judge spans just recorded on a run and keep what the judgement says, in one go.
+
+    What a write batch calls for each run it moved (detective mode): ``run_before`` is the
+    run as it stood before the batch, ``spans`` the activity spans it created. Nothing is
+    written when the policies in scope have nothing to say.
+    """
+    judgement = judge_recorded(ctx, run_before, spans)
+    if not (judgement.decisions or judgement.alert_due):
+        return
+    run = ctx.store.get("agent_instances", run_before["id"])
+    assert run is not None, "the run was moved in this very transaction"
+    keep_recorded(ctx, run, judgement)

@@ -5,7 +5,8 @@ store's change mark says a token or account may have changed), the idempotency r
 the run, the span's insert, the run's rewrite, the agent (read once: its
 ``last_activity_span_at`` moves, and its risk profile scores the run) and its rewrite, the
 risk profile (the critical risk check of a span type with data risk), the idempotency
-record's insert, and the transaction around them. The schema version is read once per
+record's insert, the account's live policies (detective mode judges the span when there are
+any), and the transaction around them. The schema version is read once per
 process. The run and the agent are read once and written once a transaction, however many
 spans of a bulk request move them.
 """
@@ -101,6 +102,9 @@ def test_a_span_create_runs_the_statements_its_rules_need() -> None:
         "SELECT agents", "INSERT agents",
         "SELECT risk_profiles",
         "INSERT idempotency_keys",
+        # Detective mode: the account's live policies (their count and versions; none here,
+        # so nothing is judged) would judge the span before the commit.
+        "SELECT policies",
         "COMMIT",
     ]
 

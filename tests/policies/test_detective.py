@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 
 from governance_core.policies import detective
@@ -36,7 +37,13 @@ def judged(
     store = world.gov.store
     before = store.get("agent_instances", run)
     assert before is not None
-    ids = batch()
+    # Recorded without detective mode, so that this judgement is the spans' only one.
+    config = world.gov.config
+    world.gov.config = attrs.evolve(config, judge_recorded_spans=False)
+    try:
+        ids = batch()
+    finally:
+        world.gov.config = config
     spans = [store.get("agent_spans", span_id) for span_id in ids]
     ctx = world.gov.context(world.session.principal)
     with store.transaction():
