@@ -17,6 +17,10 @@ or one indexed filter answers them:
   declares a data risk (only those move the score), and set again for every run concerned
   when a risk profile's ruleset or an agent's profile changes (:func:`rescore_runs`), in
   that write's transaction.
+
+A run's ``session_id`` and ``user_id`` (set once, by the first span naming them: see
+:func:`~governance_core.domain.runs.keep_run_parties`) are declared fields too: the runs list
+filters by them and :func:`run_sessions` groups the runs of a window by session.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from governance_core.domain.risk import (
     run_total_score,
     span_type_data_risks,
 )
-from governance_core.domain.runs import bucket_bound
+from governance_core.domain.runs import RUN_PARTIES, bucket_bound, in_reach, span_count_bucket
 from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.cost import PricingCatalogue, cost_breakdown
 from governance_core.rules.risk import RISK_LEVELS, is_assessable, risk_level
@@ -54,6 +58,7 @@ __all__ = [
     "RUN_ROLLUPS",
     "RUN_SORTS",
     "RunFilter",
+    "SessionSummary",
     "child_counts",
     "count_run_spans",
     "failed_span_ancestors",
@@ -66,7 +71,9 @@ __all__ = [
     "quality_summaries",
     "rescore_runs",
     "run_insights",
+    "run_parties",
     "run_risk_level",
+    "run_sessions",
     "run_totals",
     "run_trends",
 ]
@@ -79,6 +86,7 @@ ANCESTORS_READ = 2000
 
 RUN_ROLLUPS = (
     "risk_level", "total_cost", "started_day", "duration_ms", "duration_bucket", "span_total",
+    "span_bucket",
     "quality_score",
 )
 """A run's stored rollups: fields of the store for figures over many runs, not of its view."""
@@ -160,14 +168,18 @@ def run_risk_level(
 def keep_total_cost(ctx: Context, before: Record, after: Record) -> Record:
     """Return the run ``after`` a span write with ``total_cost`` and ``span_total`` kept.
 
-    ``span_total`` follows ``span_counts.total`` (the run is written by the span write
-    anyway). The cost is priced again only when the write moved the run's token usage (or
-    the run has usage and no cost kept yet); then the run's ``run_models`` rows follow too
-    (:func:`keep_run_models`).
+    ``span_total`` (and its ``span_bucket``) follows ``span_counts.total`` (the run is
+    written by the span write anyway). The cost is priced again only when the write moved
+    the run's token usage (or the run has usage and no cost kept yet); then the run's
+    ``run_models`` rows follow too (:func:`keep_run_models`).
     """
     total_spans = (after.get("span_counts") or {}).get("total")
-    if total_spans is not None and after.get("span_total") != total_spans:
-        after = {**after, "span_total": total_spans}
+    if total_spans is not None and (
+        after.get("span_total") != total_spans or "span_bucket" not in after
+    ):
+        after = {
+            **after, "span_total": total_spans, "span_bucket": span_count_bucket(total_spans),
+        }
     groups = after.get("token_groups")
     if groups == before.get("token_groups") and ("total_cost" in after or not groups):
         return after
@@ -364,14 +376,15 @@ def failed_span_ancestors(ctx: Context, instance_id: str) -> tuple[frozenset[str
     return frozenset(ancestors), stopped
 
 
-RUN_SORTS: dict[str, str | None] = {
-    "started_at": "started_at",
-    "duration": "duration_ms",
-    "cost": "total_cost",
-    "spans": "span_total",
+RUN_SORTS: dict[str, tuple[str, ...] | None] = {
+    "started_at": ("started_at",),
+    "duration": ("duration_ms",),
+    "cost": ("total_cost",),
+    "spans": ("span_bucket", "span_total"),
     "risk": None,
 }
-"""What :func:`list_runs` sorts by, and the stored field each sort reads (risk: its level)."""
+"""What :func:`list_runs` sorts by, and the stored fields each sort reads in turn (risk: its
+level). The span count is sorted by its bucket first, which an index holds."""
 
 
 
@@ -384,7 +397,8 @@ class RunFilter:
     second not; a run not started has none and is left out by either);
     ``external_id_prefix`` keeps runs whose external identifier starts with it (code points,
     case-sensitive: an index range, not a scan); ``score_min`` and ``score_max`` bound the
-    run's quality score (both inclusive; a run without one is left out by either).
+    run's quality score (both inclusive; a run without one is left out by either);
+    ``session_id`` and ``user_id`` keep the runs of that session or user (exact match).
     """
 
     agent_ids: tuple[str, ...] | None = None
@@ -397,6 +411,8 @@ class RunFilter:
     external_id_prefix: str | None = None
     score_min: float | None = None
     score_max: float | None = None
+    session_id: str | None = None
+    user_id: str | None = None
 
 
 def _after_prefix(prefix: str) -> str | None:
@@ -427,7 +443,7 @@ def run_filters(ctx: Context, chosen: RunFilter) -> list[Filter]:
     conditions = _reach(ctx)
     if chosen.agent_ids is not None:
         conditions.append(Filter("agent_id", "in", sorted(chosen.agent_ids)))
-    for field in ("environment_id", "status", "purpose", "risk_level"):
+    for field in ("environment_id", "status", "purpose", "risk_level", "session_id", "user_id"):
         value = getattr(chosen, field)
         if value is not None:
             conditions.append(Filter(field, "eq", value))
@@ -469,13 +485,14 @@ def list_runs(
         raise ValueError(f"runs cannot be sorted by {sort!r}")
     filters = run_filters(ctx, chosen)
     newest = SortKey("started_at", descending=True, nulls="last")
-    field = RUN_SORTS[sort]
-    if field is not None:
+    fields = RUN_SORTS[sort]
+    if fields is not None:
         # The runs with a value first, then those without: each part is ordered by an index
         # either way (``NULLS LAST`` on an ascending key would make SQLite sort every row).
+        field = fields[0]
         total = ctx.store.count("agent_instances", filters)
         valued = [*filters, Filter(field, "ne", None)]
-        keys = [SortKey(field, descending=descending)]
+        keys = [SortKey(name, descending=descending) for name in fields]
         if field != "started_at":
             keys.append(SortKey("started_at", descending=True))
         rows = ctx.store.query("agent_instances", valued, keys, offset, limit)
@@ -507,6 +524,83 @@ def list_runs(
             # This level ends before the page starts: only a page past it counts it.
             skip -= ctx.store.count("agent_instances", at_level)
     return page, total
+
+
+def run_parties(ctx: Context, run_id: str) -> dict[str, str | None]:
+    """The ``session_id`` and ``user_id`` of the caller's run ``run_id`` (None when unset).
+
+    Both None for a run the caller may not see. They are fields of the store, not of the
+    run's view (see :data:`~governance_core.domain.runs.RUN_PARTIES`).
+    """
+    record = ctx.store.get("agent_instances", run_id)
+    if record is None or record.get("account_id") != ctx.account_id or not in_reach(ctx, record):
+        return dict.fromkeys(RUN_PARTIES)
+    return {field: record.get(field) for field in RUN_PARTIES}
+
+
+@attrs.frozen
+class SessionSummary:
+    """One session's runs started in a window (see :func:`run_sessions`).
+
+    ``first_day`` and ``last_day`` are the UTC days (``YYYY-MM-DD``) of its earliest and
+    latest start in the window; ``total_cost`` adds up its runs' kept costs (None when none
+    has a priced cost); ``user_ids`` are the users its runs name, sorted.
+    """
+
+    session_id: str
+    runs: int
+    failed: int
+    first_day: str
+    last_day: str
+    total_cost: Decimal | None
+    user_ids: tuple[str, ...]
+
+
+def run_sessions(
+    ctx: Context, started_from: datetime, started_before: datetime | None = None
+) -> list[SessionSummary]:
+    """The sessions of the caller's runs started from ``started_from`` (before ``started_before``).
+
+    Newest activity first: by the day of their latest start, then more runs first, then by
+    id. One grouped query of the store answers it, by session, day of start, status and
+    user, whatever the number of runs: the sessions are folded from its groups, never from
+    runs. A run without a session, or not started, is in none.
+    """
+    conditions = [
+        *_reach(ctx), Filter("session_id", "ne", None),
+        Filter("started_at", "ge", format_timestamp(started_from)),
+    ]
+    if started_before is not None:
+        conditions.append(Filter("started_at", "lt", format_timestamp(started_before)))
+    rows = ctx.store.aggregate(
+        "agent_instances",
+        [GroupBy("session_id"), GroupBy("started_at", day=True), GroupBy("status"),
+         GroupBy("user_id")],
+        ["total_cost"], conditions,
+    )
+    folded: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        session_id, day, status, user_id = row.key
+        entry = folded.setdefault(session_id, {
+            "runs": 0, "failed": 0, "first_day": day, "last_day": day, "total_cost": None,
+            "user_ids": set(),
+        })
+        entry["runs"] += row.count
+        if status == "failed":
+            entry["failed"] += row.count
+        entry["first_day"] = min(entry["first_day"], day)
+        entry["last_day"] = max(entry["last_day"], day)
+        if row.sums[0] is not None:
+            entry["total_cost"] = (entry["total_cost"] or Decimal(0)) + Decimal(repr(row.sums[0]))
+        if user_id is not None:
+            entry["user_ids"].add(user_id)
+    sessions = [
+        SessionSummary(session_id, **{**entry, "user_ids": tuple(sorted(entry["user_ids"]))})
+        for session_id, entry in folded.items()
+    ]
+    sessions.sort(key=lambda summary: summary.session_id)
+    sessions.sort(key=lambda summary: (summary.last_day, summary.runs), reverse=True)
+    return sessions
 
 
 FINISHED = ("complete", "failed", "cancelled", "terminated")

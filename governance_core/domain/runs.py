@@ -34,7 +34,9 @@ from governance_core.rules.templates import render_template
 __all__ = [
     "DURATION_STEP",
     "NAME_MAX",
+    "PARTY_MAX",
     "QUALITY_SCHEMAS",
+    "RUN_PARTIES",
     "SPAN_TYPES",
     "PreparedChecks",
     "SpanType",
@@ -47,7 +49,9 @@ __all__ = [
     "entry_in",
     "follow_run_activity",
     "in_reach",
+    "keep_run_parties",
     "keep_times",
+    "party_value",
     "payload_size",
     "prepare_checks",
     "prepared_span_type",
@@ -58,12 +62,23 @@ __all__ = [
     "schema_entry",
     "set_quality",
     "span_checks",
+    "span_count_bucket",
     "system_checks",
     "system_span",
 ]
 
 NAME_MAX = 200
 """The longest span, alert or quality schema name."""
+
+PARTY_MAX = 200
+"""The longest session or user id a run keeps (a longer one is ignored)."""
+
+RUN_PARTIES = ("session_id", "user_id")
+"""The run's conversation and end user: fields of the store (the console's sessions and
+users), not of the run's view."""
+
+# The top-level payload members of a span create that name its run's session and user.
+_PAYLOAD_PARTIES = (("session_id", ("session_id", "conversation_id")), ("user_id", ("user_id",)))
 
 def in_reach(ctx: Context, instance: Record) -> bool:
     """Tell whether the caller may touch ``instance``.
@@ -244,6 +259,54 @@ def cancelled_by_termination(instance: Record, span: AgentSpan) -> bool:
         and format_timestamp(span.finished_at) >= terminated_at
     )
 
+def party_value(value: object) -> str | None:
+    """``value`` as a session or user id: a string of 1 to :data:`PARTY_MAX` characters.
+
+    Anything else (not a string, blank, longer, or text no database holds) is None: ignored.
+    """
+    if not isinstance(value, str) or not value.strip() or len(value) > PARTY_MAX:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate survives JSON's escapes, not a database
+        return None
+    return value
+
+
+def _with_parties(run: Record, session_id: object, user_id: object) -> Record:
+    """``run`` with each of its session and user set to the value given, where it has none."""
+    for field, value in (("session_id", session_id), ("user_id", user_id)):
+        if not run.get(field):
+            kept = party_value(value)
+            if kept is not None:
+                run = {**run, field: kept}
+    return run
+
+
+def _payload_parties(payload: Mapping[str, Any]) -> Record:
+    """The session and user a span create's payload names in its top-level members."""
+    return {
+        field: next((found for name in names
+                     if (found := party_value(payload.get(name))) is not None), None)
+        for field, names in _PAYLOAD_PARTIES
+    }
+
+
+def keep_run_parties(
+    ctx: Context, run: Record, session_id: str | None, user_id: str | None
+) -> Record:
+    """Give the stored ``run`` the session and user it has none of yet; return it as stored.
+
+    Each is set once: a run that has one keeps it, so only the first value seen counts, and
+    a run that has both is not written. A value that is no id (:func:`party_value`) is
+    ignored. Call it in the transaction of the span write that names them.
+    """
+    updated = _with_parties(run, session_id, user_id)
+    if updated is not run:
+        ctx.store.put("agent_instances", updated)
+    return updated
+
+
 def record_span_and_agent(
     ctx: Context,
     instance: Record,
@@ -257,14 +320,21 @@ def record_span_and_agent(
 
     The instance's aggregates follow the span; a pending run is started by an activity span
     (its ``started_at`` is that span's); the agent's ``last_activity_span_at`` follows the
-    instance's. ``record`` is the span's stored form when the caller has made it already;
-    ``rollups`` gives the instance with its rollups kept (see
-    :func:`governance_core.domain.insights.keep_run_rollups`) before it is stored.
+    instance's. An activity span create whose payload names a session (top-level
+    ``session_id`` or ``conversation_id``) or a user (``user_id``) gives the run the ones it
+    has none of yet (see :func:`keep_run_parties`), in the run's rewrite by this write.
+    ``record`` is the span's stored form when the caller has made it already; ``rollups``
+    gives the instance with its rollups kept (see
+    :func:`governance_core.domain.insights.keep_total_cost`) before it is stored.
     Returns the instance as stored, and the agent when the write read it (else None).
     """
     after_record = to_record(span) if record is None else record
     ctx.store.put("agent_spans", after_record)
     updated = apply_span(instance, None if before is None else to_record(before), after_record)
+    if before is None and span.purpose == ACTIVITY and not (
+        updated.get("session_id") and updated.get("user_id")
+    ):
+        updated = _with_parties(updated, **_payload_parties(span.payload))
     if rollups is not None:
         if span.purpose == ACTIVITY and updated["status"] == "pending":
             # The span starts the run below: its rollups are kept under that start.
@@ -376,6 +446,18 @@ def duration_bucket(milliseconds: int) -> int:
     while bucket > 0 and bucket_bound(bucket - 1) >= milliseconds:
         bucket -= 1
     return bucket
+
+
+def span_count_bucket(count: int) -> int:
+    """The bucket of a run of ``count`` spans: its digits times 100 plus its two first digits.
+
+    Never smaller for a larger count, and the same for counts less than 10% apart above 100
+    (1% at the top of a power of ten): the runs list sorts by it from an index, then by the
+    count, within the few top buckets only. 0 spans is bucket 100, 9 is 109, 10 is 210,
+    12,345 is 512.
+    """
+    digits = str(max(0, count))
+    return len(digits) * 100 + int(digits[:2])
 
 
 def bucket_bound(bucket: int) -> float:

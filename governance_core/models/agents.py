@@ -143,7 +143,15 @@ class AgentInstance:
     duration_ms: int | None = None
     duration_bucket: int | None = None
     span_total: int = 0
+    # The span count's bucket (span_count_bucket in governance_core.domain.runs): the runs
+    # list's sort by span count reads it from an index that moves a few dozen times in a
+    # run's life, where the count itself moves on every span.
+    span_bucket: int = 100
     quality_score: float | None = None
+    # The conversation and the end user the run belongs to (the console's sessions and
+    # users), not in views: set once, by the first span that names them.
+    session_id: str | None = None
+    user_id: str | None = None
 
 
 @attrs.frozen

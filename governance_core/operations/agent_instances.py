@@ -15,7 +15,7 @@ from governance_core.context import Context
 from governance_core.converter import json_ready
 from governance_core.domain.insights import RUN_ROLLUPS, run_insights
 from governance_core.domain.risk import Rulesets
-from governance_core.domain.runs import advance_instance, cancel_active_spans
+from governance_core.domain.runs import RUN_PARTIES, advance_instance, cancel_active_spans
 from governance_core.domain.sensitive_values import may_reveal, reveal_quality
 from governance_core.envelopes import ready_envelope
 from governance_core.errors import NotFound
@@ -71,12 +71,13 @@ def instance_details(
 ) -> dict[str, Any]:
     """Return the interface's AgentInstance_Details of a stored instance.
 
+    The run's rollups and its session and user are the store's, for the console: not shown.
     ``rulesets`` shares risk ruleset lookups across the rows of a list.
     """
     insights = json_ready(run_insights(ctx, record, rulesets))
     return model_view(
         AgentInstance, record, "agent_instance",
-        hidden=("token_groups", "risk_critical_raised", *RUN_ROLLUPS),
+        hidden=("token_groups", "risk_critical_raised", *RUN_ROLLUPS, *RUN_PARTIES),
         span_counts=span_counts_output(record.get("span_counts") or {}),
         span_schema_counts={"by_name": record.get("span_schema_counts") or {}},
         **insights,

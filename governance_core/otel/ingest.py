@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from governance_core.domain.runs import set_quality
+from governance_core.domain.runs import keep_run_parties, set_quality
 from governance_core.domain.spans import read_unnamed
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
 from governance_core.fields import Fields
@@ -49,6 +49,7 @@ from governance_core.otel.mapping import (
     group_spans,
     is_root,
     quality_records,
+    run_parties,
     run_status,
     span_members,
     timestamp,
@@ -506,6 +507,7 @@ class _Recorder:
             with self.governance.transaction():
                 self.call(_CREATE, create, prepared)
                 self.record_evaluations(run_id, quality_records(span, span_id))
+                self.keep_parties(run_id, span)
         except TemporarilyUnavailable:
             raise
         except GovernanceError as error:
@@ -529,6 +531,21 @@ class _Recorder:
         assert instance is not None, "the span's create has just read its run"
         for name, payload in records:
             instance = set_quality(ctx, instance, name, payload)
+
+    def keep_parties(self, run_id: str, span: Span) -> None:
+        """Give the run the session and user the span names, where it has none yet.
+
+        In the span's savepoint: the run was read and rewritten by the span's create in this
+        transaction, so this reads it from the transaction's memory, and a change rides on
+        the run's one write at the step's end.
+        """
+        session_id, user_id = run_parties(span)
+        if session_id is None and user_id is None:
+            return
+        ctx = self.governance.context(self.principal)
+        run = ctx.store.get("agent_instances", run_id)
+        assert run is not None, "the span's create has just read its run"
+        keep_run_parties(ctx, run, session_id, user_id)
 
     # -- the run a trace is recorded in ----------------------------------------------------
     def run_for(self, group: TraceGroup) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, Final
 import attrs
 
 from governance_core.clock import format_timestamp
+from governance_core.domain.runs import party_value
 from governance_core.ids import encode_random_part, time_and_partition_text
 from governance_core.otel.model import Event, Rejection, Span
 
@@ -36,6 +37,7 @@ __all__ = [
     "group_spans",
     "is_root",
     "quality_records",
+    "run_parties",
     "run_status",
     "schema_name",
     "span_members",
@@ -405,6 +407,27 @@ def is_root(span: Span) -> bool:
 def run_status(span: Span) -> str:
     """The status a root span gives its run (and any span itself): its status code."""
     return "failed" if span.status_code == "error" else "complete"
+
+
+SESSION_ATTRIBUTES: Final = ("session.id", "gen_ai.conversation.id")
+"""The attributes naming the conversation (session) a span's run belongs to, in order."""
+USER_ATTRIBUTES: Final = ("user.id", "enduser.id")
+"""The attributes naming the end user a span's run acts for, in order."""
+
+
+def run_parties(span: Span) -> tuple[str | None, str | None]:
+    """The session and user a span names for its run: ``(session_id, user_id)``.
+
+    Each is the first usable value (a string of 1 to 200 characters) of its attributes, in
+    order, among the span's attributes, then its resource's; None when none has one.
+    """
+    sources = (span.attributes, span.resource.attributes)
+
+    def first(names: tuple[str, ...]) -> str | None:
+        return next((found for attributes in sources for name in names
+                     if (found := party_value(attributes.get(name))) is not None), None)
+
+    return first(SESSION_ATTRIBUTES), first(USER_ATTRIBUTES)
 
 
 def derived_span_id(run_id: str, trace_id: str, span_id: str) -> str:

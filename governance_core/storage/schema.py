@@ -200,7 +200,8 @@ TABLES: dict[str, Table] = {
             "environment_id", "external_identifier", "status", "purpose", "started_at",
             "finished_at", "last_activity_span_at", "risk_level", "total_cost:real",
             "started_day", "duration_ms:integer", "duration_bucket:integer",
-            "span_total:integer", "quality_score:real",
+            "span_total:integer", "span_bucket:integer", "quality_score:real", "session_id",
+            "user_id",
             # risk_level and total_cost are kept on span writes for the console's figures over
             # many runs: its counts and plots read the started_at range of the first index
             # below alone (it holds every field they group and sum, so no row is read: a third
@@ -227,6 +228,15 @@ TABLES: dict[str, Table] = {
                  "external_identifier", "quality_score"),
                 # An external identifier prefix (set once, at registration).
                 ("account_id", "external_identifier"),
+                # The runs of a conversation or of an end user, in start order, and the
+                # sessions page's grouped query. Each is set once in a run's life (a span
+                # write sets it only while the run has none).
+                ("account_id", "session_id", "started_at"),
+                ("account_id", "user_id", "started_at"),
+                # The sort by span count: by its bucket (a handful of rows share the top
+                # buckets, sorted by the count itself), since the count moves on every span
+                # and would cost every span write a rewrite of every index of the run.
+                ("account_id", "span_bucket", "started_at"),
             ),
             index_each=False,
         ),
@@ -321,9 +331,11 @@ TABLES: dict[str, Table] = {
     )
 }
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version 4 added the :data:`IDS` table, filled from the resource tables as a store opens;
-version 5 the runs' duration and span count rollups and the ``run_models`` table."""
+version 5 the runs' duration and span count rollups and the ``run_models`` table; version 6
+the runs' ``session_id`` and ``user_id`` (backfilled from the stored records as a store
+opens) and ``span_bucket`` (a run written before it gets one with its next write)."""
 
 
 def kinded_tables() -> list[Table]:
