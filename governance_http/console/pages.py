@@ -9,7 +9,6 @@ from __future__ import annotations
 import hmac
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -26,6 +25,7 @@ from governance_core.domain.insights import (
     count_run_spans,
     failed_span_ancestors,
     list_runs,
+    run_parties,
     run_spans_by_start,
     run_totals,
 )
@@ -44,6 +44,7 @@ from governance_http.console.charts import (
     waterfall_bar,
 )
 from governance_http.console.conversation import conversation
+from governance_http.console.governance import run_decisions
 from governance_http.console.trends import trends_page
 from governance_http.console.web import (
     SESSION_COOKIE,
@@ -52,10 +53,11 @@ from governance_http.console.web import (
     Visit,
     duration,
     local_path,
+    whole_number,
 )
 from governance_http.errors import http_status_for, retry_after_header
 
-__all__ = ["routes"]
+__all__ = ["Action", "FormPage", "NotFoundPage", "Page", "routes"]
 
 PAGE_SIZE = 25
 MAX_DEPTH = 12
@@ -70,9 +72,6 @@ QUERY_MAX = 200
 AMOUNT_MAX = 30
 """The longest duration or cost the span filter reads."""
 SPAN_STATUSES = ("active", "complete", "failed", "cancelled")
-SCAN_PAGE = 100
-SCAN_LIMIT = 1000
-"""The most agents, environments or risk profiles a page names in its choices."""
 RUN_STATUSES = ("pending", "active", "complete", "failed", "cancelled", "terminated")
 STARTED_STATUSES = RUN_STATUSES[1:]
 LIVE_STATUSES = ("pending", "active")
@@ -90,37 +89,20 @@ TEXT_MAX = 200
 """The longest agent name or external identifier text the runs list filters by."""
 REVEAL_SHOWN_FOR = timedelta(minutes=5)
 """How long after a reveal the span's page shows the value again on reload, unrecorded."""
-SINCE = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
-
-
-def _whole_number(raw: str | None, below: int) -> int | None:
-    """``raw`` as a whole number under ``below``, or None: ASCII digits only (not ``²``)."""
-    if raw is None or not raw.isascii() or not raw.isdigit() or len(raw) > len(str(below)):
-        return None
-    number = int(raw)
-    return number if number < below else None
+SINCE = {
+    "24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30),
+    "90d": timedelta(days=90),
+}
+"""The runs list's recent windows (the overview's and the sessions page's links)."""
+RUN_FILTERS = (
+    "agent_id", "environment_id", "status", "purpose", "risk_level", "agent_name", "external_id",
+    "from", "to", "since", "score_min", "score_max", "session", "user",
+)
+"""The runs list's filters, as query parameters."""
 
 
 def _offset(visit: Visit) -> int:
-    return _whole_number(visit.query("offset"), 10**9) or 0
-
-
-def _scan(visit: Visit, operation: str, **params: Any) -> Iterator[dict[str, Any]]:
-    """The rows of a list operation, page by page, at most :data:`SCAN_LIMIT` of them."""
-    offset = 0
-    while offset < SCAN_LIMIT:
-        page = visit.call(operation, **params, **{
-            "pagination[offset]": offset, "pagination[page_size]": SCAN_PAGE,
-        })
-        yield from page["summaries"]
-        offset = page["pagination"]["next_page_offset"]
-        if offset is None:
-            return
-
-
-def _names(visit: Visit, operation: str) -> dict[str, str]:
-    """Names of up to :data:`SCAN_LIMIT` agents or environments, by id."""
-    return {row["id"]: row["name"] for row in _scan(visit, operation, sorting="name")}
+    return whole_number(visit.query("offset"), 10**9) or 0
 
 
 def _risk_level(run: dict[str, Any]) -> str | None:
@@ -284,7 +266,7 @@ def agents_page(visit: Visit) -> None:
     page = visit.call("agents/list", sorting=sorting, **{
         "pagination[offset]": _offset(visit), "pagination[page_size]": PAGE_SIZE,
     })
-    profiles = _names(visit, "risk_profiles/list")
+    profiles = visit.names("risk_profiles/list")
     visit.render("agents.html", page=page, profiles=profiles, sort=sorting)
 
 
@@ -297,7 +279,7 @@ def agent_page(visit: Visit, agent_id: str) -> None:
                              **{"pagination[page_size]": 50})
     runs = visit.call("agent_instances/list", agent_id=agent_id, sorting="-started_at",
                       **{"pagination[page_size]": 20})
-    environments = _names(visit, "environments/list")
+    environments = visit.names("environments/list")
     profile = None
     if agent.get("risk_profile_id"):
         profile = visit.call("risk_profiles/show", risk_profile_id=agent["risk_profile_id"])
@@ -348,20 +330,15 @@ def _run_filter(visit: Visit, agents: dict[str, str]) -> tuple[RunFilter, dict[s
     ``agent_name`` keeps the agents whose name holds it (ignoring case), ``external_id`` the
     runs whose external identifier starts with it; ``from`` and ``to`` are UTC days, both
     included; ``score_min`` and ``score_max`` bound the run's quality score (the mean of its
-    quality payloads' numeric ``score`` members). ``BadFilter`` names a field that cannot be
-    read.
+    quality payloads' numeric ``score`` members); ``session`` and ``user`` keep the runs of
+    that session or user (exact match). ``BadFilter`` names a field that cannot be read.
     """
-    chosen: dict[str, Any] = {
-        name: visit.query(name)
-        for name in ("agent_id", "environment_id", "status", "purpose", "risk_level",
-                     "agent_name", "external_id", "from", "to", "since", "score_min",
-                     "score_max")
-    }
+    chosen: dict[str, Any] = {name: visit.query(name) for name in RUN_FILTERS}
     for name, choices in (("status", RUN_STATUSES), ("purpose", PURPOSES),
                           ("risk_level", RISK_LEVELS), ("since", tuple(SINCE))):
         if chosen[name] is not None and chosen[name] not in choices:
             raise BadFilter(f"{name}: one of {', '.join(choices)}")
-    for name in ("agent_name", "external_id"):
+    for name in ("agent_name", "external_id", "session", "user"):
         if chosen[name] is not None and len(chosen[name]) > TEXT_MAX:
             raise BadFilter(f"{name}: at most {TEXT_MAX} characters")
     first, last = _day(visit, "from"), _day(visit, "to")
@@ -386,7 +363,7 @@ def _run_filter(visit: Visit, agents: dict[str, str]) -> tuple[RunFilter, dict[s
         agent_ids=agent_ids, environment_id=chosen["environment_id"], status=chosen["status"],
         purpose=chosen["purpose"], risk_level=chosen["risk_level"], started_from=started_from,
         started_before=started_before, external_id_prefix=chosen["external_id"],
-        score_min=low, score_max=high,
+        score_min=low, score_max=high, session_id=chosen["session"], user_id=chosen["user"],
     ), chosen
 
 
@@ -394,10 +371,10 @@ def runs_page(visit: Visit) -> None:
     """Runs, filtered, sorted and paginated by one store query (see :func:`list_runs`).
 
     Filters: agent, environment, status, purpose, risk level, start day range (or a recent
-    window), agent name, external identifier prefix and quality score range; sorts: start, duration,
-    cost, risk level and span count, either way.
+    window), agent name, external identifier prefix, quality score range, session and user;
+    sorts: start, duration, cost, risk level and span count, either way.
     """
-    agents = _names(visit, "agents/list")
+    agents = visit.names("agents/list")
     sort = visit.query("sort") or "-started_at"
     if sort not in RUN_SORTS:
         sort = "-started_at"
@@ -407,9 +384,7 @@ def runs_page(visit: Visit) -> None:
         run_filter, chosen = _run_filter(visit, agents)
     except BadFilter as bad:
         error, run_filter = str(bad), None
-        chosen = {name: visit.query(name) for name in (
-            "agent_id", "environment_id", "status", "purpose", "risk_level", "agent_name",
-            "external_id", "from", "to", "since", "score_min", "score_max")}
+        chosen = {name: visit.query(name) for name in RUN_FILTERS}
     rows: list[dict[str, Any]] = []
     total = 0
     if run_filter is not None:
@@ -424,7 +399,7 @@ def runs_page(visit: Visit) -> None:
     visit.render(
         "runs.html", 400 if error else 200, rows=rows, total=total, offset=offset,
         page_size=PAGE_SIZE, params=params, chosen=chosen, sort=sort, error=error,
-        agents=agents, environments=_names(visit, "environments/list"),
+        agents=agents, environments=visit.names("environments/list"),
         statuses=RUN_STATUSES, purposes=PURPOSES, sorts=RUN_SORTS, risk_levels=RISK_LEVELS,
         since_choices=SINCE, query=urlencode,
     )
@@ -531,7 +506,7 @@ def _risk_thresholds(visit: Visit, agent: dict[str, Any]) -> dict[str, Any] | No
     if agent.get("risk_profile_id"):
         profile = visit.call("risk_profiles/show", risk_profile_id=agent["risk_profile_id"])
         return dict(profile["details"]["ruleset"]["thresholds"])
-    for profile in _scan(visit, "risk_profiles/list"):
+    for profile in visit.scan("risk_profiles/list"):
         if profile.get("is_default"):
             return dict(profile["ruleset"]["thresholds"])
     return None
@@ -541,15 +516,18 @@ def _run_header(visit: Visit, run_id: str) -> dict[str, Any]:
     """The run, and how many spans its tree holds: its activity spans and its system spans.
 
     The run's ``span_counts`` count activity spans only; the tree also lists the quality and
-    alert spans the system records, so the header names both.
+    alert spans the system records, so the header names both. ``parties`` holds the run's
+    session and user (fields of the store, not of the run's view).
     """
     run = visit.call(
         "agent_instances/show", agent_instance_id=run_id, redacted="true"
     )["details"]
-    every = count_run_spans(visit.context(), run["id"])
+    ctx = visit.context()
+    every = count_run_spans(ctx, run["id"])
     return {
         "run": _run_row(run, visit.now), "live": run["status"] in LIVE_STATUSES,
         "all_spans": every, "system_spans": every - run["span_counts"]["total"],
+        "parties": run_parties(ctx, run["id"]),
     }
 
 
@@ -670,7 +648,7 @@ def _span_matches(
 
 
 def run_page(visit: Visit, run_id: str) -> None:
-    """A run: header, span tree with waterfall, cost, risk, quality and alerts.
+    """A run: header, span tree with waterfall, cost, risk, quality, alerts and decisions.
 
     With a filter (``status``, ``type``, ``q``, ``min_duration``, ``min_cost``) the tree
     gives way to the run's spans that filter picks; with ``zoom`` the timeline shows that
@@ -694,6 +672,7 @@ def run_page(visit: Visit, run_id: str) -> None:
         problems=problems, span_statuses=SPAN_STATUSES,
         span_types=sorted((run.get("span_schema_counts") or {}).get("by_name") or {}),
         tree=tree, thresholds=_risk_thresholds(visit, agent) if run.get("risk_score") else None,
+        decisions=run_decisions(visit, run_id),
     )
 
 
@@ -711,7 +690,7 @@ def run_spans(visit: Visit, run_id: str) -> None:
         "agent_instances/show", agent_instance_id=run_id, redacted="true"
     )["details"]
     parent = visit.query("parent")
-    depth = min(_whole_number(visit.query("depth"), 1000) or 0, MAX_DEPTH)
+    depth = min(whole_number(visit.query("depth"), 1000) or 0, MAX_DEPTH)
     template = "span_rows.html" if visit.query("fragment") else "spans.html"
     visit.render(template, run=run, tree=_span_rows(visit, run, parent, _offset(visit), depth,
                                                      zoom=visit.query("zoom")))
@@ -737,7 +716,7 @@ def _neighbours(visit: Visit, run_id: str, span_id: str) -> dict[str, Any] | Non
 
     Asked with the run page's filter and ``at``; None without them.
     """
-    at = _whole_number(visit.query("at"), 10**9)
+    at = whole_number(visit.query("at"), 10**9)
     if at is None:
         return None
     run = visit.call(
@@ -845,7 +824,7 @@ def alerts_page(visit: Visit) -> None:
     })
     params = {k: v for k, v in {"severity": severity, "status": status}.items() if v}
     visit.render("alerts.html", page=page, severity=filters["severity"], chosen_status=status,
-                 severities=SEVERITIES, params=params, agents=_names(visit, "agents/list"),
+                 severities=SEVERITIES, params=params, agents=visit.names("agents/list"),
                  query=urlencode)
 
 
@@ -862,12 +841,12 @@ def settings_page(visit: Visit, created: dict[str, Any] | None = None) -> None:
     """Environments, risk profiles with their rulesets, and API tokens."""
     visit.render(
         "settings.html",
-        environments=list(_scan(visit, "environments/list", sorting="name")),
-        profiles=list(_scan(visit, "risk_profiles/list", sorting="name")),
+        environments=list(visit.scan("environments/list", sorting="name")),
+        profiles=list(visit.scan("risk_profiles/list", sorting="name")),
         tokens=visit.call("api_tokens/list", sorting="-inserted_at", **{
             "pagination[offset]": _offset(visit), "pagination[page_size]": PAGE_SIZE,
         }),
-        agents=_names(visit, "agents/list"), environment_names=_names(visit, "environments/list"),
+        agents=visit.names("agents/list"), environment_names=visit.names("environments/list"),
         created=created,
     )
 
@@ -932,6 +911,18 @@ class Page:
         """Render the page (a fragment when asked with ``fragment``)."""
         fragment = self.fragment or bool(req.get_param("fragment"))
         self.console.visit(req, resp, lambda visit: self.get(visit, **params), fragment=fragment)
+
+
+class FormPage(Page):
+    """A page whose form posts back to its own address, which shows it again when refused."""
+
+    def __init__(self, console: Console, get: Any, post: Any) -> None:
+        super().__init__(console, get)
+        self.post = post
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, **params: str) -> None:
+        """Run the form's action (a CSRF-checked form post)."""
+        self.console.visit(req, resp, lambda visit: self.post(visit, **params))
 
 
 class Action:

@@ -14,7 +14,7 @@ import json
 import math
 import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ __all__ = [
     "FLASHES",
     "FLASH_COOKIE",
     "FORM_LIMIT",
+    "SCAN_LIMIT",
+    "SCAN_PAGE",
     "SECURITY_HEADERS",
     "SESSION_COOKIE",
     "SIGN_IN_COOKIE",
@@ -43,6 +45,7 @@ __all__ = [
     "duration",
     "local_path",
     "templates",
+    "whole_number",
 ]
 
 SESSION_COOKIE = "governance_session"
@@ -56,11 +59,20 @@ FORM_LIMIT = 64 * 1024
 
 CSRF_FIELD = "csrf_token"
 
+SCAN_PAGE = 100
+SCAN_LIMIT = 1000
+"""The most agents, environments or risk profiles a page names in its choices."""
+
 FLASH_COOKIE = "governance_flash"
 """The cookie carrying a confirmation across an action's redirect to the next page."""
 
 FLASHES: Mapping[str, str] = {
     "alert_cleared": "The alert was cleared.",
+    "approval_approved": "The action was approved: the agent may take it once, as asked.",
+    "approval_rejected": "The action was rejected: the agent is told it may not take it.",
+    "policy_created": "The policy was created.",
+    "policy_saved": "The policy was saved.",
+    "policy_mode": "The policy's mode was changed.",
 }
 """The confirmations a page shows once after an action, by the code the cookie holds."""
 
@@ -85,6 +97,14 @@ def local_path(value: object, default: str = "/") -> str:
     if isinstance(value, str) and _LOCAL.match(value) and not value.startswith("/api/"):
         return value
     return default
+
+
+def whole_number(raw: str | None, below: int) -> int | None:
+    """``raw`` as a whole number under ``below``, or None: ASCII digits only (not ``²``)."""
+    if raw is None or not raw.isascii() or not raw.isdigit() or len(raw) > len(str(below)):
+        return None
+    number = int(raw)
+    return number if number < below else None
 
 
 def _timestamp(value: object) -> str:
@@ -127,6 +147,10 @@ def _json_text(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _json_block(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
 def _short(value: object) -> str:
     return f"…{value[-8:]}" if isinstance(value, str) and len(value) > 8 else str(value)
 
@@ -142,14 +166,18 @@ def templates() -> jinja2.Environment:
     )
     env.filters.update(
         timestamp=_timestamp, seconds=_seconds, money=format_money, number=_number, short=_short,
-        jsontext=_json_text,
+        jsontext=_json_text, jsonblock=_json_block,
     )
     env.globals.update(urlencode=urlencode)
     return env
 
 
 class Visit:
-    """One request to a console page: its session, form, and how to answer it."""
+    """One request to a console page: its session, form, and how to answer it.
+
+    ``form`` holds the first value of each posted field, ``form_values`` every value (the
+    ticked boxes of a list share one name).
+    """
 
     def __init__(
         self,
@@ -157,13 +185,14 @@ class Visit:
         req: falcon.Request,
         resp: falcon.Response,
         session: ConsoleSession,
-        form: Mapping[str, str],
+        form: Mapping[str, list[str]],
     ) -> None:
         self.console = console
         self.req = req
         self.resp = resp
         self.session = session
-        self.form = form
+        self.form: Mapping[str, str] = {name: values[0] for name, values in form.items()}
+        self.form_values = form
         self.core: Session = console.sessions.session(session)
         self.flash_message: str | None = None
 
@@ -182,6 +211,22 @@ class Visit:
         They keep to the caller's account (and an ingestion token's reach) as operations do.
         """
         return self.console.governance.context(self.core.principal)
+
+    def scan(self, operation: str, **params: Any) -> Iterator[dict[str, Any]]:
+        """The rows of a list operation, page by page, at most :data:`SCAN_LIMIT` of them."""
+        offset = 0
+        while offset < SCAN_LIMIT:
+            page = self.call(operation, **params, **{
+                "pagination[offset]": offset, "pagination[page_size]": SCAN_PAGE,
+            })
+            yield from page["summaries"]
+            offset = page["pagination"]["next_page_offset"]
+            if offset is None:
+                return
+
+    def names(self, operation: str) -> dict[str, str]:
+        """Names of up to :data:`SCAN_LIMIT` agents, environments or policies, by id."""
+        return {row["id"]: row["name"] for row in self.scan(operation, sorting="name")}
 
     def query(self, name: str) -> str | None:
         """A query parameter, None when absent or empty."""
@@ -245,14 +290,17 @@ class Console:
 
     def read_form(self, req: falcon.Request) -> dict[str, str]:
         """The posted form's fields (first value each); a form over the limit is 413."""
+        return {name: values[0] for name, values in self.read_form_values(req).items()}
+
+    def read_form_values(self, req: falcon.Request) -> dict[str, list[str]]:
+        """The posted form's fields with all their values; a form over the limit is 413."""
         body = req.bounded_stream.read(FORM_LIMIT + 1)
         if len(body) > FORM_LIMIT:
             raise falcon.HTTPContentTooLarge()
         try:
-            parsed = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=200)
+            return parse_qs(body.decode(), keep_blank_values=True, max_num_fields=200)
         except (UnicodeDecodeError, ValueError):
             return {}
-        return {name: values[0] for name, values in parsed.items()}
 
     def same_origin(self, req: falcon.Request) -> bool:
         """Whether a POST's ``Origin`` header, when sent, names this site."""
@@ -288,10 +336,11 @@ class Console:
             self.render(resp, "error.html", 401, title="Signed out",
                         message="Your session has ended. Sign in again.")
             return
-        form: dict[str, str] = {}
+        form: dict[str, list[str]] = {}
         if req.method == "POST":
-            form = self.read_form(req)
-            if not self.same_origin(req) or not session.check_csrf(form.get(CSRF_FIELD)):
+            form = self.read_form_values(req)
+            sent = form.get(CSRF_FIELD)
+            if not self.same_origin(req) or not session.check_csrf(sent[0] if sent else None):
                 self.render(resp, "error.html", 403, title="Form expired",
                             message="The form could not be verified. Reload the page and try "
                                     "again.")

@@ -40,9 +40,15 @@ class Visitor:
                                                    headers=self._headers()))
 
     def post(
-        self, path: str, form: dict[str, str], headers: dict[str, str] | None = None
+        self,
+        path: str,
+        form: dict[str, str] | list[tuple[str, str]],
+        headers: dict[str, str] | None = None,
     ) -> falcon.testing.Result:
-        """POST a form with the visitor's cookies (no CSRF token unless in ``form``)."""
+        """POST a form with the visitor's cookies (no CSRF token unless in ``form``).
+
+        A list of pairs sends a name more than once (the ticked boxes of a list).
+        """
         return self._keep(self.client.simulate_post(
             path, body=urlencode(form), headers=self._headers({**FORM, **(headers or {})})
         ))

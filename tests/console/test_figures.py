@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter, defaultdict
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -20,7 +20,7 @@ from governance_core.clock import format_timestamp, parse_timestamp
 from governance_core.domain.insights import run_totals
 from governance_core.repository import Filter
 from governance_core.service import Governance, Session
-from governance_http.console import pages
+from governance_http.console import pages, web
 from governance_http.money import format_money
 from tests.console.support import Visitor
 from tests.console.world import Account
@@ -55,12 +55,17 @@ def make_runs(gov: Governance, session: Session, count: int) -> str:
     """``count`` runs of a new agent, started over the last 7 days (newest first by index)."""
     agent = session.details("agents/create", {"name": "figures agent"})
     now = gov.clock()
+    first_day = datetime.combine((now - timedelta(days=6)).date(), time(1), tzinfo=UTC)
+    latest = max(now - timedelta(minutes=1), datetime.combine(now.date(), time(0), tzinfo=UTC))
+    spread = latest - first_day
     for index in range(count):
         run = session.details("agent_instances/register", {
             "agent_id": agent["id"], "agent_version": {"external_identifier": "1"},
             "agent_schema_version": SCHEMA,
         })
-        started = now - timedelta(hours=index * 150 / count, minutes=1)
+        # From a minute ago back to 01:00 on the first of the 7 days the overview plots,
+        # whatever the time of day: every plotted day has runs.
+        started = latest - spread * index / max(1, count - 1)
         for number, (kind, tokens) in enumerate(_spans(index)):
             session.details("agent_spans/create", {
                 "agent_instance_id": run["id"], "schema_name": kind, "status": "complete",
@@ -97,8 +102,8 @@ def bars(page: str, title: str) -> dict[str, str]:
 
 @pytest.fixture
 def many(gov: Governance, alice: Account, monkeypatch: pytest.MonkeyPatch) -> Account:
-    monkeypatch.setattr(pages, "SCAN_LIMIT", CAP)
-    monkeypatch.setattr(pages, "SCAN_PAGE", CAP // 2)
+    monkeypatch.setattr(web, "SCAN_LIMIT", CAP)
+    monkeypatch.setattr(web, "SCAN_PAGE", CAP // 2)
     make_runs(gov, alice.session, 4 * CAP)
     return alice
 
@@ -158,7 +163,7 @@ def test_risk_filter_lists_every_run_of_the_level(
     offset = 0
     while True:
         page = signed_in.get("/runs", risk_level=level, offset=offset).text
-        found |= set(re.findall(r'<td><a href="/runs/([0-9a-z]+)">', page))
+        found |= set(re.findall(r'<td[^>]*><a href="/runs/([0-9a-z]+)">', page))
         if f"offset={offset + pages.PAGE_SIZE}" not in page:
             break
         offset += pages.PAGE_SIZE

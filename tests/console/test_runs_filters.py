@@ -42,7 +42,7 @@ from tests.console.test_trends import (  # noqa: F401  (the served history's fix
 from tests.http.server import Served
 
 RISK_RANK = {"low": 0, "medium": 1, "high": 2, "critical": 3}
-ROW = re.compile(r'<tr>\s*<td><a href="/runs/([0-9a-z]+)">')
+ROW = re.compile(r'<tr>\s*<td[^>]*><a href="/runs/([0-9a-z]+)">')
 
 
 @pytest.fixture(scope="module")

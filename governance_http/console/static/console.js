@@ -1,5 +1,5 @@
-// Governance console: lazy span tree (expanders), span detail panel, live run header, confirmations,
-// copying ids.
+// Governance console: lazy span tree (expanders), span detail panel, live run header, the live
+// approvals queue, confirmations, copying ids.
 // Plain JavaScript, no library; every page works without it (links fall back to pages).
 "use strict";
 
@@ -185,11 +185,104 @@ function pollRun() {
   );
 }
 
-// A box that scrolls sideways (a wide table on a phone) takes the keyboard focus, so it can
-// be scrolled with the arrow keys.
+// The approvals queue asks for its lists again every few seconds and swaps them in, keeping
+// what the person was doing: the reasons typed, the focus (and the caret), the argument lists
+// opened. A row with a typed reason that is no longer waiting (answered elsewhere, expired)
+// stays, marked, with its buttons disabled, so the text is not lost without a word.
+function pollApprovals() {
+  var live = document.getElementById("approvals-live");
+  if (!live || !live.dataset.liveUrl) {
+    return;
+  }
+  var interval = Number(live.dataset.interval) || 5000;
+  if (document.hidden) {
+    window.setTimeout(pollApprovals, interval);
+    return;
+  }
+  fetchHtml(live.dataset.liveUrl).then(
+    function (html) {
+      refreshApprovals(live, fragmentOf(html));
+      window.setTimeout(pollApprovals, interval);
+    },
+    function () {
+      window.setTimeout(pollApprovals, interval * 3);
+    }
+  );
+}
+
+function approvalRow(root, id) {
+  return root.querySelector('li.approval[data-approval-id="' + CSS.escape(id) + '"]');
+}
+
+function markGone(row) {
+  if (row.classList.contains("gone")) {
+    return;
+  }
+  row.classList.add("gone");
+  row.querySelectorAll("button").forEach(function (button) {
+    button.disabled = true;
+  });
+  var note = document.createElement("p");
+  note.className = "gone-note";
+  note.textContent =
+    "No longer waiting: it was answered elsewhere or expired. Your text is kept here until you reload.";
+  row.querySelector(".approval-what").prepend(note);
+}
+
+function refreshApprovals(live, fresh) {
+  var focused = live.contains(document.activeElement) ? document.activeElement : null;
+  var focusRow = focused && focused.closest("li.approval");
+  var controls = "textarea, button, a, summary";
+  var focusIndex = focusRow ? Array.from(focusRow.querySelectorAll(controls)).indexOf(focused) : -1;
+  var caret = focused && typeof focused.selectionStart === "number"
+    ? [focused.selectionStart, focused.selectionEnd] : null;
+  var before = live.querySelector("#pending");
+  var list = fresh.querySelector("#pending ul.approvals");
+  live.querySelectorAll("li.approval").forEach(function (old) {
+    var reason = old.querySelector("textarea[name=reason]");
+    var row = approvalRow(fresh, old.dataset.approvalId);
+    if (row && !old.classList.contains("gone")) {
+      row.querySelector("textarea[name=reason]").value = reason.value;
+      var opened = old.querySelectorAll("details");
+      row.querySelectorAll("details").forEach(function (details, index) {
+        details.open = Boolean(opened[index] && opened[index].open);
+      });
+    } else if (reason.value.trim()) {
+      markGone(old);
+      if (!list) {
+        list = document.createElement("ul");
+        list.className = "approvals";
+        fresh.querySelector("#pending").append(list);
+      }
+      list.append(old);
+    }
+  });
+  live.replaceChildren(fresh);
+  if (focusRow) {
+    var row = focusRow.isConnected ? focusRow : approvalRow(live, focusRow.dataset.approvalId);
+    var target = row && row.querySelectorAll(controls)[focusIndex];
+    if (target) {
+      target.focus();
+      if (caret && typeof target.setSelectionRange === "function") {
+        target.setSelectionRange(caret[0], caret[1]);
+      }
+    }
+  }
+  var after = live.querySelector("#pending");
+  var status = document.getElementById("approvals-status");
+  if (status && before && after && before.dataset.count !== after.dataset.count) {
+    var count = Number(after.dataset.count);
+    status.textContent = count === 1 ? "1 action is waiting" : count + " actions are waiting";
+  }
+  markScrollers();
+}
+
+// A box that scrolls (a wide table on a phone, a long list of agents) takes the keyboard
+// focus, so it can be scrolled with the arrow keys.
 function markScrollers() {
-  document.querySelectorAll(".table-scroll, .tree-scroll, table.list").forEach(function (box) {
-    if (box.scrollWidth > box.clientWidth + 1) {
+  var boxes = ".table-scroll, .tree-scroll, table.list, ol.source-lines, .checks, details pre";
+  document.querySelectorAll(boxes).forEach(function (box) {
+    if (box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1) {
       box.setAttribute("tabindex", "0");
     } else if (box.getAttribute("tabindex") === "0") {
       box.removeAttribute("tabindex");
@@ -201,4 +294,8 @@ document.addEventListener("DOMContentLoaded", function () {
   markScrollers();
   window.addEventListener("resize", markScrollers);
   window.setTimeout(pollRun, 3000);
+  var approvals = document.getElementById("approvals-live");
+  if (approvals) {
+    window.setTimeout(pollApprovals, Number(approvals.dataset.interval) || 5000);
+  }
 });
