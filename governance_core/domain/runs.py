@@ -58,6 +58,7 @@ __all__ = [
     "quality_score",
     "record_span_and_agent",
     "remember_schema_version",
+    "run_by_external_id",
     "run_schema_version",
     "schema_entry",
     "set_quality",
@@ -91,6 +92,17 @@ def in_reach(ctx: Context, instance: Record) -> bool:
         instance["agent_id"] == principal.agent_id
         and instance["environment_id"] == principal.environment_id
     )
+
+def run_by_external_id(ctx: Context, agent_id: str, external_identifier: str) -> Record | None:
+    """The caller's run of ``agent_id`` with ``external_identifier``, within its reach; else None.
+
+    One indexed read (an OpenTelemetry trace's run is found so, by its trace id).
+    """
+    found = ctx.store.query("agent_instances", [
+        tenant_filter(ctx.account_id), Filter("agent_id", "eq", agent_id),
+        Filter("external_identifier", "eq", external_identifier),
+    ], limit=1)
+    return found[0] if found and in_reach(ctx, found[0]) else None
 
 def run_schema_version(ctx: Context, instance: Record) -> Record | None:
     """Return the schema version the run ``instance`` was registered with."""

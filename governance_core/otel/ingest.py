@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from governance_core.domain.runs import keep_run_parties, set_quality
+from governance_core.domain.runs import keep_run_parties, run_by_external_id, set_quality
 from governance_core.domain.spans import read_unnamed
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
 from governance_core.fields import Fields
@@ -299,6 +299,7 @@ class _Recorder:
         # version: the version's schema version id (each once known).
         self._expected: dict[str, str] = {}
         self._version_schemas: dict[tuple[str, str], str] = {}
+        self._versions_known: set[tuple[str, str]] = set()
 
     def call(
         self, operation: str, params: dict[str, Any], prepared: object = None
@@ -321,6 +322,7 @@ class _Recorder:
             # What the failed block created was rolled back with it: forget it.
             self._agents.clear()
             self._environments.clear()
+            self._versions_known.clear()
             self.rejected += [
                 Rejection(span.trace_id, span.span_id, f"the run was refused: {error.message}")
                 for span in group.spans
@@ -404,11 +406,11 @@ class _Recorder:
             agent_id = self._agents.get(target.agent) or self._find_agent(target.agent)
         if agent_id is None:
             return None
-        found = self.call("agent_instances/list", {
-            **_PAGE, "agent_id": agent_id, "external_identifier": group.trace_id,
-        })["summaries"]
-        if found:
-            return str(found[0]["agent_schema_version_id"])
+        found = run_by_external_id(
+            self.governance.context(self.principal), agent_id, group.trace_id
+        )
+        if found is not None:
+            return str(found["agent_schema_version_id"])
         key = (agent_id, target.version)
         if key not in self._version_schemas:
             version = self._find_version(agent_id, target.version)
@@ -551,12 +553,12 @@ class _Recorder:
     def run_for(self, group: TraceGroup) -> dict[str, Any]:
         """The trace's run for the group's agent, registered on first sight."""
         agent_id = self.agent_id(group.target)
-        found = self.call("agent_instances/list", {
-            **_PAGE, "agent_id": agent_id, "external_identifier": group.trace_id,
-        })["summaries"]
-        if found:
-            run: dict[str, Any] = found[0]
-            return run
+        # Read as stored (the run's view would price and score it for nothing).
+        found = run_by_external_id(
+            self.governance.context(self.principal), agent_id, group.trace_id
+        )
+        if found is not None:
+            return found
         register: dict[str, Any] = {
             "external_identifier": group.trace_id,
             **agent_version_member(group.target, not self.version_known(agent_id, group)),
@@ -591,8 +593,16 @@ class _Recorder:
         return str(found[0]["id"]) if found else None
 
     def version_known(self, agent_id: str, group: TraceGroup) -> bool:
-        """Whether the agent already has the version (then its own schemas are kept)."""
-        return self._find_version(agent_id, group.target.version) is not None
+        """Whether the agent already has the version (then its own schemas are kept).
+
+        Once found it is known for the rest of the export (a version is never deleted).
+        """
+        key = (agent_id, group.target.version)
+        if key not in self._versions_known:
+            if self._find_version(agent_id, group.target.version) is None:
+                return False
+            self._versions_known.add(key)
+        return True
 
     def _find_version(self, agent_id: str, external_identifier: str) -> dict[str, Any] | None:
         """The agent's version ``external_identifier``, if there is one."""
