@@ -32,6 +32,7 @@ __all__ = [
     "RETENTION_VARIABLE",
     "Purged",
     "Retention",
+    "environment_number",
     "purge_batch",
 ]
 
@@ -85,7 +86,14 @@ class Retention:
             raise ValueError(f"{DEAD_RETENTION_VARIABLE}: {error}") from None
 
 
-def _days(environ: Mapping[str, str], name: str) -> float | None:
+def environment_number(
+    environ: Mapping[str, str], name: str, unit: str, *, above_zero: bool, maximum: float
+) -> float | None:
+    """The number ``environ[name]`` holds (None when unset), within its bounds.
+
+    From 0 (above it with ``above_zero``) to ``maximum``; else a ``ValueError`` naming the
+    variable and its ``unit``.
+    """
     text = environ.get(name, "").strip()
     if not text:
         return None
@@ -93,11 +101,16 @@ def _days(environ: Mapping[str, str], name: str) -> float | None:
         value = float(text)
     except ValueError:
         value = math.nan  # refused below, with the variable's name
-    if not 0 < value <= MAX_DAYS:
+    if not (value > 0 if above_zero else value >= 0) or not value <= maximum:
+        lowest = "above 0" if above_zero else "0 or more"
         raise ValueError(
-            f"{name} must be a number of days above 0 and at most {MAX_DAYS:g}, not {text!r}"
+            f"{name} must be a number of {unit} {lowest} and at most {maximum:g}, not {text!r}"
         )
     return value
+
+
+def _days(environ: Mapping[str, str], name: str) -> float | None:
+    return environment_number(environ, name, "days", above_zero=True, maximum=MAX_DAYS)
 
 
 @attrs.frozen

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import math
 import os
 import random
 import socket
@@ -48,7 +47,7 @@ from governance_core.notifications.addresses import (
 )
 from governance_core.notifications.changes import ChangeWatch
 from governance_core.notifications.outbox import message_body
-from governance_core.notifications.retention import Retention, purge_batch
+from governance_core.notifications.retention import Retention, environment_number, purge_batch
 from governance_core.notifications.secrets import active_secrets
 from governance_core.notifications.transport import (
     Resolver,
@@ -179,18 +178,8 @@ def _seconds(
     environ: Mapping[str, str], name: str, default: float, *, maximum: float,
 ) -> float:
     """Seconds from 0 to ``maximum`` from ``environ[name]`` (``default`` when unset)."""
-    text = environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan  # refused below, with the variable's name
-    if not 0 <= value <= maximum:
-        raise ValueError(
-            f"{name} must be a number of seconds from 0 to {maximum:g}, not {text!r}"
-        )
-    return value
+    value = environment_number(environ, name, "seconds", above_zero=False, maximum=maximum)
+    return default if value is None else value
 
 
 class Sender:

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 from governance_core.domain.insights import run_sessions
 from governance_http.console.pages import Page
-from governance_http.console.web import Console, Visit, whole_number
+from governance_http.console.web import Console, Visit, chosen_window, whole_number
 
 __all__ = ["DEFAULT_WINDOW", "WINDOWS", "session_routes", "sessions_page"]
 
@@ -34,14 +34,7 @@ def sessions_page(visit: Visit) -> None:
     ``window`` is 1, 7, 30 or 90 (days, default 7); ``offset`` pages. A window the page does
     not offer is answered 400 with a message naming it, and the default window shown.
     """
-    raw_window = visit.query("window")
-    error = None
-    window = DEFAULT_WINDOW
-    if raw_window is not None:
-        if raw_window in {str(days) for days in WINDOWS}:
-            window = int(raw_window)
-        else:
-            error = f"window: one of {', '.join(str(days) for days in WINDOWS)} (days)"
+    window, error = chosen_window(visit.query("window"), WINDOWS, DEFAULT_WINDOW)
     since = visit.now - timedelta(days=window)
     sessions = run_sessions(visit.context(), since)
     total = len(sessions)

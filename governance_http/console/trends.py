@@ -14,7 +14,7 @@ from typing import Any
 
 from governance_core.domain.insights import RunFilter, run_trends
 from governance_http.console.charts import RISK_LEVELS, TrendChart, trend_bars, trend_lines
-from governance_http.console.web import Visit
+from governance_http.console.web import Visit, chosen_window
 from governance_http.money import format_money
 
 __all__ = ["WINDOWS", "trends_page"]
@@ -137,14 +137,7 @@ def trends_page(visit: Visit) -> None:
     """
     agents = _choices(visit, "agents/list")
     environments = _choices(visit, "environments/list")
-    raw_window = visit.query("window")
-    error = None
-    window = DEFAULT_WINDOW
-    if raw_window is not None:
-        if raw_window in {str(days) for days in WINDOWS}:
-            window = int(raw_window)
-        else:
-            error = f"window: one of {', '.join(str(days) for days in WINDOWS)} (days)"
+    window, error = chosen_window(visit.query("window"), WINDOWS, DEFAULT_WINDOW)
     agent_id = visit.query("agent_id")
     environment_id = visit.query("environment_id")
     last_day = visit.now.date()

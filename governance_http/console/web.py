@@ -14,7 +14,7 @@ import json
 import math
 import re
 import secrets
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ __all__ = [
     "SIGN_IN_COOKIE",
     "Console",
     "Visit",
+    "chosen_window",
     "duration",
     "local_path",
     "templates",
@@ -105,6 +106,21 @@ def whole_number(raw: str | None, below: int) -> int | None:
         return None
     number = int(raw)
     return number if number < below else None
+
+
+def chosen_window(
+    raw: str | None, windows: Collection[int], default: int
+) -> tuple[int, str | None]:
+    """The window of days a page's ``window`` query asks for, and an error when not offered.
+
+    ``windows`` are the days the page offers; anything else is answered with ``default``
+    and a message naming them.
+    """
+    if raw is None:
+        return default, None
+    if raw in {str(days) for days in windows}:
+        return int(raw), None
+    return default, f"window: one of {', '.join(str(days) for days in windows)} (days)"
 
 
 def _timestamp(value: object) -> str:
