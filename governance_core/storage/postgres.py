@@ -555,11 +555,17 @@ def _migrate_schema(conn: psycopg.Connection[Any]) -> None:
         )
     }
     had_ids = IDS in present
+    changed = False
     for table in TABLES.values():
-        _migrate_table(conn, table, present.get(table.name), indexes)
-    _count_changes(conn, [table.name for table in TABLES.values() if table.marked])
-    _record_ids(conn, fill=not had_ids)
-    if row is None or int(row[0]) != SCHEMA_VERSION:
+        changed |= _migrate_table(conn, table, present.get(table.name), indexes)
+    current = row is not None and int(row[0]) == SCHEMA_VERSION
+    if changed or not current:
+        # Triggers are (re)made only when the schema moved: making them locks every table
+        # they are on, and a process opening the store while others write would deadlock
+        # with them (a writer holds one table and waits for the next).
+        _count_changes(conn, [table.name for table in TABLES.values() if table.marked])
+        _record_ids(conn, fill=not had_ids)
+    if not current:
         conn.execute(
             "INSERT INTO _meta (key, value) VALUES ('schema_version', %s)"
             " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -644,8 +650,10 @@ def _record_ids(conn: psycopg.Connection[Any], *, fill: bool) -> None:
 
 def _migrate_table(
     conn: psycopg.Connection[Any], table: Table, present: set[str] | None, indexes: set[str]
-) -> None:
+) -> bool:
+    """Create the table, or add its missing columns and indexes; whether anything was made."""
     name = sql.Identifier(table.name)
+    changed = present is None
     if present is None:
         columns: list[sql.Composable] = [sql.SQL('"id" text COLLATE "C" PRIMARY KEY')]
         columns += [
@@ -664,13 +672,16 @@ def _migrate_table(
             )
         if missing:
             _backfill(conn, table, missing)
+            changed = True
     wanted = {_index_name(table, index): index for index in table.wanted_indexes()}
     for index_name in sorted(indexes):
         # Only indexes this adapter made (named <table>__<fields>) are dropped.
         if index_name.startswith(f"{table.name}__") and index_name not in wanted:
             conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index_name)))
+            changed = True
     for index_name, index in wanted.items():
         if index_name not in indexes:
+            changed = True
             where = table.where(index)
             conn.execute(
                 sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({}){}").format(
@@ -684,6 +695,7 @@ def _migrate_table(
                     ),
                 )
             )
+    return changed
 
 
 def _index_name(table: Table, fields: tuple[str, ...]) -> str:

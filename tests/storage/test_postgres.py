@@ -162,6 +162,28 @@ def test_processes_opening_an_empty_database_together_migrate_it_once(url: str) 
     assert tables == (len(TABLES),)
 
 
+def test_opening_a_current_store_waits_for_no_writer(url: str) -> None:
+    """Opening a store whose schema is current takes no table lock (no DDL at all).
+
+    A store opened while another process writes must not wait for that writer's tables:
+    remaking triggers would, and a writer waiting for the next table would deadlock with it.
+    """
+    open_store(url).close()
+    with _raw(url) as raw:
+        raw.execute("BEGIN")
+        raw.execute("LOCK TABLE agent_spans, agents IN ROW EXCLUSIVE MODE")
+        opened: list[object] = []
+        opener = threading.Thread(target=lambda: opened.append(open_store(url)))
+        opener.start()
+        opener.join(timeout=20)
+        alive = opener.is_alive()
+        raw.execute("ROLLBACK")
+        opener.join(timeout=20)
+    for store in opened:
+        store.close()  # type: ignore[attr-defined]
+    assert not alive, "opening the store waited for a writer's lock"
+
+
 def test_migration_adds_and_backfills_new_columns(url: str) -> None:
     store = _open(url)
     agents: list[dict[str, Any]] = [
