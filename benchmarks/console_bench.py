@@ -19,8 +19,8 @@ the figure is the server's time to answer), it times:
 - the runs list filtered by risk level,
 - the runs list filtered and sorted every way (by agent and status, by a day range, by
   external identifier prefix, agent name and quality score; by start, duration, cost, risk
-  and span count), against its goal of 150 ms (the span-count sorts, which have no index,
-  on a line of their own),
+  and span count), against its goal of 150 ms (the span-count sorts, which read their
+  index of buckets and sort within the top ones, on a line of their own),
 - the trends page over 7 and 90 days and for one agent, against its goal of 300 ms,
 
 and prints the median of ``--repeat`` loads of each and the ratio of the large run's page to
@@ -309,8 +309,8 @@ def main() -> None:
         unindexed = 0.0
         for label, path in lists.items():
             took = timed(client, cookie, path, args.repeat)
-            # The span-count sort has no index by design (see docs/console.md): it is
-            # reported on its own line.
+            # The span-count sort reads an index of the count's buckets, then sorts within
+            # them (see docs/console.md): it is reported on its own line.
             if "spans" in path:
                 unindexed = max(unindexed, took)
             else:
@@ -318,8 +318,9 @@ def main() -> None:
             print(f"runs list, {label + ':':38} {took * 1000:8.1f} ms")
         print(f"runs list, slowest but the span-count sorts: {worst * 1000:8.1f} ms"
               f"  (goal {RUNS_LIST_GOAL_S * 1000:.0f} ms, ratio {worst / RUNS_LIST_GOAL_S:.2f})")
-        print(f"runs list, slowest span-count sort (no index): {unindexed * 1000:8.1f} ms"
-              f"  (ratio to the goal {unindexed / RUNS_LIST_GOAL_S:.2f})")
+        goal_ms = RUNS_LIST_GOAL_S * 1000
+        print(f"runs list, slowest span-count sort:              {unindexed * 1000:8.1f} ms"
+              f"  (goal {goal_ms:.0f} ms, ratio {unindexed / RUNS_LIST_GOAL_S:.2f})")
         worst = 0.0
         for label, path in {
             "7 days": "/trends?window=7", "90 days": "/trends?window=90",
