@@ -107,6 +107,8 @@ def bench(session: nox.Session) -> None:
         "benchmarks/run_find_bench.py",
         "benchmarks/disk_bench.py",
         "benchmarks/decision_bench.py",
+        "benchmarks/backtest_bench.py",
+        "benchmarks/mlflow_bench.py",
         "benchmarks/slow_body_bench.py",
         "benchmarks/otlp_concurrency_bench.py",
         "benchmarks/delivery_bench.py",

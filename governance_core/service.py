@@ -11,7 +11,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -320,31 +320,32 @@ class Governance:
         ``temporarily_unavailable``.
         """
         outer = getattr(self._writing, "active", False)
-        owned = self._open_batch()
         self._writing.active = True
         try:
-            with self._operations_store.batch():
+            with self._batch(defers=True) as owned, self._operations_store.batch():
                 yield
                 if owned is not None:
                     owned.keep()
         finally:
             self._writing.active = outer
-            if owned is not None:
-                self._writing.batch = None
 
-    def _open_batch(self, *, defers: bool = True) -> WriteBatch | None:
+    @contextmanager
+    def _batch(self, *, defers: bool) -> Iterator[WriteBatch | None]:
         """A new :class:`WriteBatch` for an outermost transaction (None inside another).
 
         Its span writes are judged by the policies in observe and enforce mode as they are
         recorded (detective mode: :func:`~governance_core.policies.detective.judge_and_keep`),
-        unless ``config.judge_recorded_spans`` is off.
+        unless ``config.judge_recorded_spans`` is off. The caller keeps it before committing.
         """
         if getattr(self._writing, "batch", None) is not None:
-            return None
+            yield None
+            return
         judge = judge_and_keep if self.config.judge_recorded_spans else None
-        batch = WriteBatch(defers=defers, judge=judge)
-        self._writing.batch = batch
-        return batch
+        self._writing.batch = WriteBatch(defers=defers, judge=judge)
+        try:
+            yield self._writing.batch
+        finally:
+            self._writing.batch = None
 
     def _retrying(self, write: Callable[[], _T]) -> _T:
         """Run ``write``, again after a short jittered pause each time it raises WriteConflict.
@@ -398,22 +399,18 @@ class Governance:
         prepared: object = None,
     ) -> dict[str, Any]:
         """Run a write operation in one transaction, replaying a known idempotency key."""
-        ctx = self.context(principal)
-        ctx.prepared = prepared
         store = self._operations_store
         # A batch keeps its runs' rollups once, at its end; a single span write, as it goes
         # (its batch only has the spans it records judged at its end).
-        owned = self._open_batch(defers=op.batch) if op.batch or op.defers_rollups else None
-        ctx.write_batch = getattr(self._writing, "batch", None)
-        try:
+        batching = op.batch or op.defers_rollups
+        with self._batch(defers=op.batch) if batching else nullcontext() as owned:
+            ctx = self.context(principal)
+            ctx.prepared = prepared
             with store.batch() if op.batch else store.transaction():
                 response = self._respond(op, ctx, params, key)
                 if owned is not None:
                     owned.keep()
                 return response
-        finally:
-            if owned is not None:
-                self._writing.batch = None
 
     @staticmethod
     def _respond(

@@ -79,29 +79,28 @@ def guard(
     ``timeout`` and ``poll_interval`` are seconds; ``sleep`` and ``monotonic`` are the
     waiting clock (injected by tests).
     """
-    decision = decide(
-        session, agent_instance_id, kind, name, args, span_type=span_type,
-        expires_in_ms=expires_in_ms,
-    )
+    def asked() -> dict[str, Any]:
+        """The decision now; an allow is returned and a deny raised by the guard."""
+        decision = decide(
+            session, agent_instance_id, kind, name, args, span_type=span_type,
+            expires_in_ms=expires_in_ms,
+        )
+        if decision["outcome"] == "deny":
+            raise ActionDenied(decision)
+        return decision
+
+    decision = asked()
     if decision["outcome"] == "allow":
         return decision
-    if decision["outcome"] == "deny":
-        raise ActionDenied(decision)
     deadline = monotonic() + timeout
     while True:
         shown = session.call("decisions/show", {"decision_id": decision["id"]})["details"]
         status = (shown.get("approval") or {}).get("status")
         if status == "approved":
-            again = decide(
-                session, agent_instance_id, kind, name, args, span_type=span_type,
-                expires_in_ms=expires_in_ms,
-            )
-            if again["outcome"] == "allow":
-                return again
-            if again["outcome"] == "deny":
-                raise ActionDenied(again)
+            decision = asked()
+            if decision["outcome"] == "allow":
+                return decision
             # Another caller used the approval first: this one waits for its own.
-            decision = again
             continue
         if status in ("rejected", "expired"):
             raise ActionDenied(shown, f"action {status}: approval {decision['approval_id']}")

@@ -8,9 +8,6 @@ reads per step do not grow with its spans.
 from __future__ import annotations
 
 import collections
-import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from governance_core.otel import ingest
@@ -18,27 +15,10 @@ from governance_core.otel.ingest import ExportSteps
 from governance_core.otel.otlp_codec import decode_request
 from governance_core.service import Governance
 from governance_core.storage import SQLiteStore
+from tests.core.test_statement_counts import statements
 from tests.otel.exports import export
 
 PROTOBUF = "application/x-protobuf"
-
-
-@contextmanager
-def statements(store: SQLiteStore) -> Iterator[collections.Counter[str]]:
-    """Count the reads ``store`` runs, by verb and table, across its connections."""
-    seen: collections.Counter[str] = collections.Counter()
-
-    def note(sql: str) -> None:
-        table = re.search(r"FROM\s+\[(\w+)\]", sql)
-        if sql.split()[0].upper() == "SELECT" and table:
-            seen[f"SELECT {table.group(1)}"] += 1
-
-    link = store._thread_link()
-    link.conn.set_trace_callback(note)
-    try:
-        yield seen
-    finally:
-        link.conn.set_trace_callback(None)
 
 
 def _reads(tmp_path: Path, spans: int) -> collections.Counter[str]:
@@ -52,7 +32,7 @@ def _reads(tmp_path: Path, spans: int) -> collections.Counter[str]:
             # after 50 ms).
             result = ingest(gov, principal, body, steps=ExportSteps(max_seconds=3600))
         assert result.accepted == spans and not result.rejected
-        return seen
+        return collections.Counter(s for s in seen if s.startswith("SELECT "))
     finally:
         gov.close()
 
