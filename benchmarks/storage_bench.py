@@ -77,12 +77,17 @@ def adapter_run(path: Path, records: Sequence[dict[str, Any]], batch: int) -> fl
 
 
 def table_ddl(workdir: Path) -> list[str]:
-    """Return the CREATE statements of the adapter's table and its indexes."""
+    """Return the CREATE statements of the adapter's table, then of its indexes.
+
+    The adapter's triggers (the ``ids`` table's) are left out: the baseline writes the rows
+    alone.
+    """
     store = SQLiteStore(workdir / "ddl.db")
     store.close()
     conn = sqlite3.connect(workdir / "ddl.db")
     rows = conn.execute(
-        "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL ORDER BY type DESC",
+        "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL"
+        " AND type IN ('table', 'index') ORDER BY type = 'index'",
         (TABLE,),
     ).fetchall()
     conn.close()
