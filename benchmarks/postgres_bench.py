@@ -41,7 +41,9 @@ import psycopg
 from ingest_bench import SCHEMA, span_body  # the same spans as the SQLite benchmark
 from servers import HOST, free_port, governance_serve, start_server, stop_server
 
+from governance_core.encryption import generate_key
 from governance_core.service import Governance
+from governance_http.settings import ENCRYPTION_KEY_VARIABLE
 
 
 @contextmanager
@@ -123,9 +125,13 @@ def library_rates(url: str, spans: int) -> tuple[float, float]:
 
 # -- over HTTP --------------------------------------------------------------------------------
 def start_on(url: str) -> tuple[subprocess.Popen[bytes], int]:
-    """``governance serve --workers 1`` on ``url``, once it answers ``/ping``; and its port."""
+    """``governance serve --workers 1`` on ``url``, once it answers ``/ping``; and its port.
+
+    A PostgreSQL store is served only with an encryption key: the server gets a new one.
+    """
     port = free_port()
-    return start_server(governance_serve(url, port, "--workers", "1"), port), port
+    env = {**os.environ, ENCRYPTION_KEY_VARIABLE: generate_key()}
+    return start_server(governance_serve(url, port, "--workers", "1"), port, env=env), port
 
 
 def drive(job: tuple[list[int], str, list[str], int]) -> tuple[int, int]:
