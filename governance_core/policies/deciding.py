@@ -19,7 +19,7 @@ import hashlib
 import json
 import threading
 import weakref
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -37,6 +37,7 @@ from governance_core.policies.engine import (
     CompiledSet,
     CompiledSource,
     Evaluation,
+    attributes_read,
     cedar_value,
     compile_source,
     engine_available,
@@ -52,6 +53,7 @@ __all__ = [
     "POLICY_DENIED",
     "Action",
     "ActivePolicies",
+    "Scope",
     "Verdict",
     "action_digest",
     "active_policies",
@@ -108,6 +110,14 @@ def action_digest(run_id: str, action: Action) -> str:
 
 
 @attrs.frozen
+class Scope:
+    """The policies that hold one run in their scope, by id, and whether any only observes."""
+
+    records: Mapping[str, Record]
+    observing: bool
+
+
+@attrs.frozen
 class ActivePolicies:
     """An account's enforce and observe policies, compiled into one set."""
 
@@ -116,42 +126,43 @@ class ActivePolicies:
     compiled: CompiledSet | None
     needs: frozenset[str]
     """Every attribute name the policies read: a figure none reads is not computed."""
+    _scopes: dict[tuple[str, str], Scope] = attrs.field(
+        factory=dict, init=False, eq=False, repr=False
+    )
 
     def reads(self, *names: str) -> bool:
         """Whether any policy reads any of the attributes ``names``."""
         return not self.needs.isdisjoint(names)
 
-    def in_scope(self, instance: Record) -> list[Record]:
-        """The policies whose scope holds the run (an empty list in a scope means all)."""
-        found = []
-        for record in self.records.values():
-            scope = record.get("scope") or {}
-            environments, agents = scope.get("environment_ids"), scope.get("agent_ids")
-            if environments and instance["environment_id"] not in environments:
-                continue
-            if agents and instance["agent_id"] not in agents:
-                continue
-            found.append(record)
+    def in_scope(self, instance: Record) -> Scope:
+        """The policies whose scope holds the run (an empty list in a scope means all).
+
+        Kept per environment and agent, which are all a scope names.
+        """
+        key = (instance["environment_id"], instance["agent_id"])
+        found = self._scopes.get(key)
+        if found is None:
+            records = {}
+            for policy_id, record in self.records.items():
+                scope = record.get("scope") or {}
+                environments, agents = scope.get("environment_ids"), scope.get("agent_ids")
+                if environments and key[0] not in environments:
+                    continue
+                if agents and key[1] not in agents:
+                    continue
+                records[policy_id] = record
+            observing = any(record["mode"] == "observe" for record in records.values())
+            found = Scope(records, observing)
+            if len(self._scopes) >= _KEPT_SCOPES:
+                self._scopes.clear()
+            self._scopes[key] = found
         return found
 
 
+_KEPT_SCOPES = 4096
 _NONE = ActivePolicies({}, {}, None, frozenset())
 _RISK = ("risk_score", "risk_level", "peak_classification", "data_categories")
 _DECLARED = ("categories", "actions", "classification")
-
-
-def _attributes(node: Any) -> set[str]:
-    """Every attribute name a Cedar JSON expression reads (``.`` and ``has``)."""
-    found: set[str] = set()
-    if isinstance(node, list):
-        for item in node:
-            found |= _attributes(item)
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            if key in (".", "has") and isinstance(value, dict) and "attr" in value:
-                found.add(str(value["attr"]))
-            found |= _attributes(value)
-    return found
 
 
 class _Kept:
@@ -212,8 +223,8 @@ def compile_policies(records: Mapping[str, Record]) -> ActivePolicies:
         return _NONE
     require_engine()
     sources = {policy_id: compile_source(r["source"]) for policy_id, r in records.items()}
-    needs = _attributes([s.est for c in sources.values() for s in c.statements])
-    return ActivePolicies(records, sources, CompiledSet(sources), frozenset(needs))
+    needs = attributes_read([s.est for c in sources.values() for s in c.statements])
+    return ActivePolicies(records, sources, CompiledSet(sources), needs)
 
 
 def micro_usd(amount: float | int | Decimal | None) -> int:
@@ -253,57 +264,70 @@ def _elapsed_ms(instance: Record, now: datetime) -> int:
 
 
 def run_request(
-    ctx: Context, instance: Record, action: Action, active: ActivePolicies
+    ctx: Context,
+    instance: Record,
+    action: Action,
+    active: ActivePolicies,
+    needs: frozenset[str] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The request a policy sees for ``action`` by the run ``instance``, and its entities.
 
-    A figure no policy of ``active`` reads is left at its empty value rather than computed
-    (the decision keeps the outcome and reasons, not the request).
+    ``needs`` names the attributes the policies to be evaluated read (all of ``active``'s
+    unless said): a figure none of them reads is neither computed nor sent (the decision
+    keeps the outcome and reasons, not the request).
     """
+    wanted = active.needs if needs is None else needs
+
+    def reads(*names: str) -> bool:
+        return not wanted.isdisjoint(names)
+
     agent: Record = {}
-    if active.reads("external_identifier", *_RISK):
+    if reads("external_identifier", *_RISK):
         agent = ctx.store.get("agents", instance["agent_id"]) or {}
-    schema_version = run_schema_version(ctx, instance)
+    span_type = action.name if action.kind == "span" else action.span_type
+    declares = span_type is not None and reads(*_DECLARED)
+    schema_version = run_schema_version(ctx, instance) if declares or reads(*_RISK) else None
     risk: Mapping[str, Any] = {}
-    if active.reads(*_RISK):
+    if reads(*_RISK):
         ruleset = Rulesets(ctx).for_agent(instance["agent_id"], agent)
         risk = instance_risk_score(instance, schema_version, ruleset) or {}
     groups = instance.get("token_groups") or []
     counts = instance.get("span_counts") or {}
     tool_calls = 0
-    if active.reads("tool_calls"):
+    if reads("tool_calls"):
         tool_calls = ctx.store.count("decisions", [
             Filter("agent_instance_id", "eq", instance["id"]),
             Filter("action_kind", "eq", "tool_call"),
             Filter("outcome", "eq", "allow"),
         ])
     cost_today = 0
-    if active.reads("cost_today_micro_usd"):
+    if reads("cost_today_micro_usd"):
         midnight = datetime.combine(ctx.now.date(), time(), tzinfo=ctx.now.tzinfo)
         rows = ctx.store.aggregate("agent_instances", sums=["total_cost"], filters=[
             Filter("agent_id", "eq", instance["agent_id"]),
             Filter("started_at", "ge", format_timestamp(midnight)),
         ])
         cost_today = micro_usd(rows[0].sums[0]) if rows else 0
-    run = {
-        "cost_micro_usd": micro_usd(instance.get("total_cost")),
-        "input_tokens": sum(int(g.get("input") or 0) + int(g.get("cache_read") or 0)
-                            for g in groups),
-        "output_tokens": sum(int(g.get("output") or 0) for g in groups),
-        "risk_score": int(Decimal(str(risk.get("total_score") or 0))),
-        "risk_level": risk.get("risk_level") or UNKNOWN,
-        "peak_classification": risk.get("peak_classification") or UNKNOWN,
-        "data_categories": list(risk.get("all_data_categories") or []),
-        "span_count": int(counts.get("total") or 0),
-        "tool_calls": tool_calls,
-        "elapsed_ms": _elapsed_ms(instance, ctx.now),
+    figures: dict[str, Callable[[], Any]] = {
+        "cost_micro_usd": lambda: micro_usd(instance.get("total_cost")),
+        "input_tokens": lambda: sum(
+            int(g.get("input") or 0) + int(g.get("cache_read") or 0) for g in groups
+        ),
+        "output_tokens": lambda: sum(int(g.get("output") or 0) for g in groups),
+        "risk_score": lambda: int(Decimal(str(risk.get("total_score") or 0))),
+        "risk_level": lambda: risk.get("risk_level") or UNKNOWN,
+        "peak_classification": lambda: risk.get("peak_classification") or UNKNOWN,
+        "data_categories": lambda: list(risk.get("all_data_categories") or []),
+        "span_count": lambda: int(counts.get("total") or 0),
+        "tool_calls": lambda: tool_calls,
+        "elapsed_ms": lambda: _elapsed_ms(instance, ctx.now),
     }
-    span_type = action.name if action.kind == "span" else action.span_type
+    # As in detective mode, ``context.run`` holds only the figures some policy names.
+    run = {name: figure() for name, figure in figures.items() if name in wanted}
     declared = resource_attributes(
-        span_type_data_risks(schema_version).get(span_type)
-        if span_type and active.reads(*_DECLARED) else None
+        span_type_data_risks(schema_version).get(span_type) if declares and span_type else None
     )
-    return policy_request(instance, agent, action, run, cost_today, declared)
+    return policy_request(instance, agent, action, run, cost_today, declared, wanted)
 
 
 def policy_request(
@@ -313,11 +337,13 @@ def policy_request(
     run: Mapping[str, Any],
     cost_today: int,
     declared: Mapping[str, Any],
+    needs: Collection[str] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The Cedar request of ``action`` by the run ``instance`` of ``agent``, and its entities.
 
-    ``run`` holds ``context.run``, ``cost_today`` the agent's cost today (micro-dollars) and
-    ``declared`` the resource's attributes (:func:`resource_attributes`).
+    ``run`` holds ``context.run``, ``cost_today`` the agent's cost today (micro-dollars),
+    ``declared`` the resource's attributes (:func:`resource_attributes`) and ``needs`` what
+    the policies read (:func:`policy_context`).
     """
     principal = principal_entity(instance, agent)
     resource = resource_entity(action, declared)
@@ -325,7 +351,7 @@ def policy_request(
         "principal": principal["uid"],
         "action": {"type": "Action", "id": KIND_ACTIONS[action.kind]},
         "resource": resource["uid"],
-        "context": policy_context(action, run, cost_today),
+        "context": policy_context(action, run, cost_today, needs),
     }
     return request, [principal, resource]
 
@@ -411,21 +437,30 @@ def judge(
     Deny wins over pending approval, which wins over allow; a forbid with ``@warn`` adds a
     warning and never blocks; observe-mode policies change only ``observed_outcome``.
     """
-    scoped = {record["id"]: record for record in active.in_scope(instance)}
-    if not scoped or active.compiled is None:
+    scope = active.in_scope(instance)
+    compiled = active.compiled
+    if not scope.records or compiled is None:
         return ALLOWED
-    request, entities = run_request(ctx, instance, action, active)
-    return verdict_of(active, scoped, active.compiled.evaluate(request, entities))
+    kind = action.kind
+    needs = compiled.needs_of(
+        ("Agent", instance["agent_id"]), ("Action", KIND_ACTIONS[kind]),
+        (RESOURCE_TYPES[kind], action.name),
+    )
+    if needs is None:
+        # No statement can hold the request: it matches nothing, so nothing need be read.
+        return verdict_of(active, scope, Evaluation((), {}))
+    request, entities = run_request(ctx, instance, action, active, needs)
+    return verdict_of(active, scope, compiled.evaluate(request, entities))
 
 
-def verdict_of(
-    active: ActivePolicies, scoped: Mapping[str, Record], evaluation: Evaluation
-) -> Verdict:
-    """Combine what one evaluation matched into a verdict of the ``scoped`` policies.
+def verdict_of(active: ActivePolicies, scope: Scope, evaluation: Evaluation) -> Verdict:
+    """Combine what one evaluation matched into a verdict of the policies of ``scope``.
 
-    ``scoped`` maps the id of each policy in the run's scope to its record; statements of
-    other policies of ``active`` are passed over.
+    Statements of other policies of ``active`` are passed over.
     """
+    scoped = scope.records
+    if not evaluation.matched and not evaluation.errors:
+        return Verdict("allow", "allow" if scope.observing else None, (), ())
     hits = list(dict.fromkeys([*evaluation.matched, *evaluation.errors]))
     enforced: list[str] = []
     observed: list[str] = []
@@ -451,11 +486,10 @@ def verdict_of(
             "policy_id": policy_id, "policy_version": record["version"], "message": message,
             "mode": record["mode"], "effect": kind,
         })
-    observing = any(record["mode"] == "observe" for record in scoped.values())
     failed = sum(1 for key in evaluation.errors if key[0] in scoped)
     return Verdict(
         _strongest(enforced),
-        _strongest(enforced + observed) if observing else None,
+        _strongest(enforced + observed) if scope.observing else None,
         tuple(warnings), tuple(reasons), failed,
     )
 

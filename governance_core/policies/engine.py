@@ -45,6 +45,7 @@ __all__ = [
     "SourceProblem",
     "Statement",
     "Uid",
+    "attributes_read",
     "check_source",
     "cedar_value",
     "compile_source",
@@ -306,48 +307,93 @@ class CompiledSet:
     def __init__(self, sources: Mapping[str, CompiledSource]) -> None:
         require_engine()
         assert cedarpy is not None
-        static: dict[str, Any] = {_BASE: _permit_all()}
+        static: dict[str, Any] = {}
         for policy_id, compiled in sources.items():
             for statement in compiled.statements:
                 static[f"{policy_id}#{statement.index}"] = statement.est
-        self.size = len(static) - 1
-        self._heads = [
-            (est["principal"], est["action"], est["resource"])
-            for name, est in static.items() if name != _BASE
-        ]
-        self._may_match: dict[tuple[Uid, Uid, Uid], bool] = {}
-        self._set = cedarpy.PolicySet.from_json_str(
-            json.dumps({"staticPolicies": static, "templates": {}, "templateLinks": []})
-        )
+        self.size = len(static)
+        self._static = static
+        self._holding: dict[tuple[Uid, Uid, Uid], tuple[str, ...]] = {}
+        self._needs: dict[tuple[Uid, Uid, Uid], frozenset[str]] = {}
+        self._subsets: dict[tuple[Uid, Uid, Uid], Any] = {}
+        self._entities: dict[str, Any] = {}
+        self._set = _policy_set(static)
 
-    def may_match(self, principal: Uid, action: Uid, resource: Uid) -> bool:
-        """Whether any statement's scope (its head) can hold a request of these entities.
+    def _holding_names(self, key: tuple[Uid, Uid, Uid]) -> tuple[str, ...]:
+        """The names of the statements whose scope (head) can hold ``key``'s entities.
 
         Exact for requests whose entities have no parents (every request this library
-        builds): ``in E`` then means ``== E``. A request no head holds matches nothing and
-        raises no error (conditions are not evaluated), so it need not be evaluated.
+        builds): ``in E`` then means ``== E``. A statement no head holds matches nothing and
+        raises no error (its conditions are not evaluated), so it need not be evaluated.
+        """
+        found = self._holding.get(key)
+        if found is None:
+            found = tuple(
+                name for name, est in self._static.items()
+                if _head_holds(est["principal"], key[0]) and _head_holds(est["action"], key[1])
+                and _head_holds(est["resource"], key[2])
+            )
+            if len(self._holding) >= _KEPT_SETS:
+                self._holding.clear()
+            self._holding[key] = found
+        return found
+
+    def may_match(self, principal: Uid, action: Uid, resource: Uid) -> bool:
+        """Whether any statement's scope (its head) can hold a request of these entities."""
+        return bool(self._holding_names((principal, action, resource)))
+
+    def needs_of(self, principal: Uid, action: Uid, resource: Uid) -> frozenset[str] | None:
+        """What the statements that can hold a request of these entities read.
+
+        Every attribute name they read (:func:`attributes_read`), or None when no statement
+        can hold the request. A figure none of them reads need not be computed, nor sent.
         """
         key = (principal, action, resource)
-        found = self._may_match.get(key)
+        names = self._holding_names(key)
+        if not names:
+            return None
+        found = self._needs.get(key)
         if found is None:
-            found = self._may_match[key] = any(
-                _head_holds(heads[0], principal) and _head_holds(heads[1], action)
-                and _head_holds(heads[2], resource)
-                for heads in self._heads
-            )
+            found = attributes_read([self._static[name] for name in names])
+            if len(self._needs) >= _KEPT_SETS:
+                self._needs.clear()
+            self._needs[key] = found
         return found
 
     def evaluate(
         self, request: Mapping[str, Any], entities: Sequence[Mapping[str, Any]]
     ) -> Evaluation:
-        """Evaluate one request (principal, action, resource, context) with its entities."""
+        """Evaluate one request (principal, action, resource, context) with its entities.
+
+        Only the statements whose scope can hold the request's entities are given to the
+        engine (a set of them kept per principal, action and resource). The entities' parsed
+        form is kept per distinct text (a run asks with the same ones again and again), and
+        a ``context`` may be given as JSON text.
+        """
         assert cedarpy is not None
-        if self.size == 0:
-            return Evaluation((), {})
-        result = cedarpy.is_authorized(
-            dict(request), self._set, [dict(entity) for entity in entities]
+        key = (
+            _uid(request["principal"]), _uid(request["action"]), _uid(request["resource"])
         )
-        return _evaluation(result)
+        names = self._holding_names(key)
+        if not names:
+            return Evaluation((), {})
+        subset = self._subsets.get(key)
+        if subset is None:
+            subset = _policy_set({name: self._static[name] for name in names})
+            if len(self._subsets) >= _KEPT_SETS:
+                self._subsets.clear()
+            self._subsets[key] = subset
+        text = jsontext.dumps(list(entities))
+        parsed = self._entities.get(text)
+        if parsed is None:
+            parsed = cedarpy.Entities.from_json_str(text)
+            if len(self._entities) >= _KEPT_ENTITIES:
+                self._entities.clear()
+            self._entities[text] = parsed
+        asked = dict(request)
+        if not isinstance(asked.get("context", ""), str):
+            asked["context"] = jsontext.dumps(asked["context"])
+        return _evaluation(cedarpy.is_authorized(asked, subset, parsed))
 
     def evaluate_many(
         self, requests: Sequence[Mapping[str, Any]], entities: Sequence[Mapping[str, Any]]
@@ -368,6 +414,37 @@ class CompiledSet:
 
 Uid = tuple[str, str]
 """An entity's (type, id)."""
+
+
+def attributes_read(node: Any) -> frozenset[str]:
+    """Every attribute name a Cedar JSON expression (or list of them) reads (``.``, ``has``)."""
+    found: set[str] = set()
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                if key in (".", "has") and isinstance(value, dict) and "attr" in value:
+                    found.add(str(value["attr"]))
+                pending.append(value)
+    return frozenset(found)
+
+_UNSEEN = object()
+_KEPT_SETS = 1024
+"""How many per-request statement sets a compiled set keeps (then it starts again)."""
+_KEPT_ENTITIES = 256
+"""How many parsed entity lists a compiled set keeps (then it starts again)."""
+
+
+def _policy_set(static: Mapping[str, Any]) -> Any:
+    """The engine's set of the statements ``static`` (by name) beside one permitting all."""
+    assert cedarpy is not None
+    return cedarpy.PolicySet.from_json_str(jsontext.dumps({
+        "staticPolicies": {_BASE: _permit_all(), **static}, "templates": {},
+        "templateLinks": [],
+    }))
 
 
 def _uid(entity: Mapping[str, Any]) -> Uid:

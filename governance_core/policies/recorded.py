@@ -35,6 +35,7 @@ from governance_core.policies.deciding import (
     ALLOWED,
     Action,
     ActivePolicies,
+    Scope,
     Verdict,
     micro_usd,
     policy_context,
@@ -336,7 +337,7 @@ class RunBeingJudged:
 
     instance: Record
     agent: Record
-    scoped: dict[str, Record]
+    scope: Scope
     data_risks: dict[str, Any]
     schema_version_id: str | None
     ruleset: Ruleset
@@ -395,7 +396,8 @@ class RecordedJudge:
         ``stored``: its figures start from its stored aggregates (else from nothing: its
         first span is next).
         """
-        scoped = {record["id"]: record for record in self.active.in_scope(instance)}
+        scope = self.active.in_scope(instance)
+        scoped = scope.records
         if not scoped:
             return None
         agent = self._agent(instance["agent_id"])
@@ -403,7 +405,7 @@ class RecordedJudge:
         ruleset = self.rulesets.for_agent(instance["agent_id"], agent or None)
         principal = principal_entity(instance, agent)
         run = RunBeingJudged(
-            instance, agent, scoped, span_type_data_risks(schema_version),
+            instance, agent, scope, span_type_data_risks(schema_version),
             (schema_version or {}).get("id"), ruleset,
             RunSoFar(ruleset, self.prices),
             _started(instance), principal, json.dumps(principal, sort_keys=True),
@@ -543,7 +545,7 @@ class RecordedJudge:
         if len(self._memo) + len(batch.requests) > _MEMO_SIZE:
             self._memo.clear()
         for key, evaluation in zip(batch.keys, evaluations, strict=True):
-            verdict = self._memo[key] = verdict_of(self.active, run.scoped, evaluation)
+            verdict = self._memo[key] = verdict_of(self.active, run.scope, evaluation)
             for index in batch.waiting[key]:
                 verdicts[index] = verdict
 

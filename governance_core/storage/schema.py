@@ -304,7 +304,9 @@ TABLES: dict[str, Table] = {
         # before an agent acts, and the approvals that hold an action for a person. Every
         # decision sums the account's policy versions from the first index (one indexed
         # read tells whether any policy changed); a run's decisions of one kind and outcome
-        # are counted from the second.
+        # are counted from the second. Nothing looks decisions up by their approval (the
+        # approval names its decision), so no index holds it: each one is one more B-tree
+        # page every decision writes.
         _t(
             "policies", "name", "mode", "version:integer", "updated_at",
             indexes=(("account_id", "version"),),
@@ -314,7 +316,6 @@ TABLES: dict[str, Table] = {
             "outcome", "decided_at", "approval_id",
             indexes=(
                 ("agent_instance_id", "action_kind", "outcome"), ("account_id", "decided_at"),
-                ("approval_id",),
             ),
             index_each=False,
         ),

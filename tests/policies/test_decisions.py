@@ -274,3 +274,39 @@ def test_other_accounts_see_nothing(world: RunWorld) -> None:
         stranger.call("decisions/show", {"decision_id": decision["id"]})
     assert stranger.call("decisions/list", {})["summaries"] == []
     assert stranger.call("policies/list", {})["summaries"] == []
+
+
+def test_only_what_the_policies_that_can_hold_an_action_read_is_computed(
+    world: RunWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from governance_core.policies import deciding
+
+    run = world.run()
+    world.policy('forbid (principal, action == Action::"call_tool", resource == Tool::"refund")'
+                 " when { context.run.tool_calls >= 1 };")
+    world.policy('forbid (principal, action == Action::"call_model", resource)'
+                 " when { context.agent.cost_today_micro_usd >= 1 };")
+    asked: list[tuple[str, ...]] = []
+    counted = world.gov.store.count
+
+    def count(table: str, filters: object = ()) -> int:
+        asked.append(("count", table))
+        return counted(table, filters)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(world.gov.store, "count", count)
+    sent: list[dict[str, object]] = []
+    built = deciding.policy_request
+
+    def request(*args: object) -> object:
+        made = built(*args)  # type: ignore[arg-type]
+        sent.append(made[0]["context"])
+        return made
+
+    monkeypatch.setattr(deciding, "policy_request", request)
+    # No statement can hold a search: nothing is read, nothing asked of the engine.
+    assert world.decide(run, "tool_call", "search")["outcome"] == "allow"
+    assert asked == [] and sent == []
+    # A refund: the run's tool calls (the allowed search) are counted, and only they are sent.
+    assert world.decide(run, "tool_call", "refund", {"amount": 5})["outcome"] == "deny"
+    assert asked == [("count", "decisions")]
+    assert sent == [{"run": {"tool_calls": 1}}]
