@@ -12,6 +12,14 @@ A body is read no further than ``max_body_bytes + 1`` bytes: the app then refuse
 its declared or counted length, as it would under any WSGI server. A declared body larger than
 that is not read at all; one of up to :data:`DISCARD_MAX` bytes is read and dropped first, so
 the client, still sending, sees the 413 rather than a broken connection.
+
+Under load a request may wait for a thread. A request that :class:`Shedding` names (OTLP
+exports, whose exporters give up after 10 s) is answered by the shedding app on the event loop
+(``503`` with ``Retry-After``) and never run, so that sending it again is safe, when the work
+already waiting for a thread would keep it waiting longer than its time (each kind of request,
+named or not, is reckoned at the mean of its recent runs), or when no thread has taken it
+within its time after all. A request that does run finds in its environ (:data:`WAITED_KEY`)
+how long it waited, which an export's own deadline counts.
 """
 
 from __future__ import annotations
@@ -20,11 +28,14 @@ import asyncio
 import io
 import logging
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Final
+
+import attrs
 
 from governance_http.body import MAX_BODY_BYTES
 from governance_http.requestlog import ACCESS_LOGGER, log_request, request_id
@@ -32,12 +43,17 @@ from governance_http.settings import BODY_TIMEOUT_S
 
 __all__ = [
     "DISCARD_MAX",
+    "WAITED_KEY",
     "BodyFirst",
+    "Shedding",
+    "StartResponse",
     "WsgiApp",
 ]
 
 DISCARD_MAX: Final = 64 * 1024 * 1024
 """The largest refused body read and dropped, so its sender gets the 413 (see the module)."""
+WAITED_KEY: Final = "governance.waited_s"
+"""The environ key of the seconds a request waited, from its arrival to a thread taking it."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -45,7 +61,59 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 StartResponse = Callable[..., Callable[[bytes], object]]
+"""A WSGI ``start_response``: status, headers, optional exc_info; answers a ``write``."""
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+"""A WSGI application."""
+
+
+@attrs.frozen
+class Shedding:
+    """Which requests are answered ``503`` when no thread takes them in time, and how.
+
+    A request whose path is one of ``paths`` and that no thread has taken ``after_s``
+    seconds after it arrived is answered by the WSGI app ``answer`` (run on the event loop:
+    it must answer at once, without the store), and never run.
+    """
+
+    paths: frozenset[str]
+    after_s: float
+    answer: WsgiApp
+
+
+class _Backlog:
+    """The work waiting for a pool's threads, in seconds, each request at its kind's mean.
+
+    A kind's mean is an exponentially weighted mean of its runs (the latest weighs 1/5); a
+    kind never run counts as nothing.
+    """
+
+    def __init__(self, threads: int) -> None:
+        self._lock = threading.Lock()
+        self._threads = threads
+        self._waiting = 0.0
+        self._typical: dict[bool, float] = {}
+
+    def wait_s(self) -> float:
+        """How long a request queued now would wait for a thread, as things stand."""
+        return self._waiting / self._threads
+
+    def queued(self, kind: bool) -> float:
+        """Count one more request of ``kind`` waiting; the seconds it is reckoned at."""
+        with self._lock:
+            estimate = self._typical.get(kind, 0.0)
+            self._waiting += estimate
+            return estimate
+
+    def left(self, estimate: float) -> None:
+        """A waiting request reckoned at ``estimate`` was taken by a thread, or shed."""
+        with self._lock:
+            self._waiting = max(0.0, self._waiting - estimate)
+
+    def ran(self, kind: bool, seconds: float) -> None:
+        """A request of ``kind`` ran for ``seconds``."""
+        with self._lock:
+            known = self._typical.get(kind)
+            self._typical[kind] = seconds if known is None else known * 0.8 + seconds * 0.2
 
 
 class _Disconnected(Exception):
@@ -80,12 +148,15 @@ class BodyFirst:
         body_timeout: float = BODY_TIMEOUT_S,
         max_body_bytes: int = MAX_BODY_BYTES,
         logger: logging.Logger | None = None,
+        shedding: Shedding | None = None,
     ) -> None:
         self.app = app
         self.body_timeout = body_timeout
         self.max_body_bytes = max_body_bytes
+        self.shedding = shedding
         self.logger = logger or logging.getLogger(ACCESS_LOGGER)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="governance")
+        self._backlog = _Backlog(threads)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one ASGI connection scope (``http`` or ``lifespan``)."""
@@ -95,6 +166,7 @@ class BodyFirst:
         if scope["type"] != "http":
             return
         started = time.perf_counter()
+        arrived = time.monotonic()
         try:
             async with asyncio.timeout(self.body_timeout):
                 body = await self._body(scope, receive)
@@ -104,8 +176,43 @@ class BodyFirst:
         except _Disconnected:
             return
         environ = self._environ(scope, body)
-        loop = asyncio.get_running_loop()
-        answer = await loop.run_in_executor(self._pool, self._run, environ)
+        shedding = self.shedding
+        named = shedding is not None and scope["path"] in shedding.paths
+        if named and shedding is not None and self._backlog.wait_s() > shedding.after_s:
+            await self._shed(scope, send, shedding, environ, started, arrived)
+            return
+        estimate = self._backlog.queued(named)
+        job = self._pool.submit(self._run, environ, arrived, named, estimate)
+        waiting = asyncio.wrap_future(job)
+        if named and shedding is not None:
+            left = arrived + shedding.after_s - time.monotonic()
+            done, _ = await asyncio.wait({waiting}, timeout=max(left, 0))
+            # A job no thread has started can still be cancelled: it then never runs.
+            if not done and job.cancel():
+                self._backlog.left(estimate)
+                await self._shed(scope, send, shedding, environ, started, arrived)
+                return
+        await self._send(send, await waiting)
+
+    async def _shed(
+        self,
+        scope: Scope,
+        send: Send,
+        shedding: Shedding,
+        environ: dict[str, Any],
+        started: float,
+        arrived: float,
+    ) -> None:
+        """Answer a request with the shedding app, without running it."""
+        rid = request_id(self._header(scope, b"x-request-id"))
+        environ.update({WAITED_KEY: time.monotonic() - arrived, "HTTP_X_REQUEST_ID": rid})
+        answer = self._collect(shedding.answer, environ)
+        await self._send(send, answer)
+        log_request(self.logger, scope["method"], scope["path"], answer.status,
+                    (time.perf_counter() - started) * 1000, rid)
+
+    @staticmethod
+    async def _send(send: Send, answer: _Answer) -> None:
         await send({"type": "http.response.start", "status": answer.status,
                     "headers": answer.headers})
         await send({"type": "http.response.body", "body": b"".join(answer.chunks)})
@@ -184,10 +291,23 @@ class BodyFirst:
             environ["CONTENT_LENGTH"] = str(len(body))
         return environ
 
-    def _run(self, environ: dict[str, Any]) -> _Answer:
+    def _run(
+        self, environ: dict[str, Any], arrived: float, named: bool, estimate: float
+    ) -> _Answer:
         """Run the WSGI app in a pool thread and collect its whole answer."""
+        self._backlog.left(estimate)
+        began = time.monotonic()
+        environ[WAITED_KEY] = began - arrived
+        try:
+            return self._collect(self.app, environ)
+        finally:
+            self._backlog.ran(named, time.monotonic() - began)
+
+    @staticmethod
+    def _collect(app: WsgiApp, environ: dict[str, Any]) -> _Answer:
+        """Run the WSGI ``app`` and collect its whole answer."""
         answer = _Answer()
-        result = self.app(environ, answer.start_response)
+        result = app(environ, answer.start_response)
         try:
             answer.chunks.extend(result)
         finally:

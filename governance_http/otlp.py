@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import falcon
@@ -54,6 +54,8 @@ from governance_core.service import Governance
 from governance_http.auth import bearer_token
 from governance_http.body import BodyLimits, GzipTooLarge, UnreadableGzip, gunzip
 from governance_http.errors import http_status_for
+from governance_http.gateway import WAITED_KEY, Shedding, StartResponse
+from governance_http.requestlog import request_id
 
 __all__ = [
     "EXPORT_DEADLINE_S",
@@ -61,6 +63,8 @@ __all__ = [
     "SENSITIVE_ATTRIBUTES_VARIABLE",
     "OtlpTracesResource",
     "add_otlp_routes",
+    "export_shedding",
+    "shed_export",
 ]
 
 OTLP_PATHS: Final = ("/v1/traces", "/api/v1/otlp/v1/traces")
@@ -135,13 +139,38 @@ def _failure(resp: falcon.Response, status: int, message: str, media: str) -> No
     resp.data = encode_status(code, message, media)
 
 
+def shed_export(environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+    """Answer an export no thread took in time: ``503`` with ``Retry-After: 1``, unrun.
+
+    A WSGI app that reads nothing but the request's environ (it runs on the server's event
+    loop); the ``google.rpc.Status`` (``UNAVAILABLE``) is in the request's encoding.
+    """
+    media = media_type(environ.get("CONTENT_TYPE")) or JSON
+    waited = float(environ.get(WAITED_KEY) or 0)
+    message = (
+        f"the server is overloaded: the export waited {waited:.1f} s for a thread and was not"
+        " run (nothing of it is stored); send it again"
+    )
+    body = encode_status(_GRPC_CODE_BY_STATUS[503], message, media)
+    start_response("503 Service Unavailable", [
+        ("Content-Type", media), ("Content-Length", str(len(body))), ("Retry-After", "1"),
+        ("X-Request-Id", request_id(environ.get("HTTP_X_REQUEST_ID"))),
+    ])
+    return [body]
+
+
+def export_shedding() -> Shedding:
+    """What the server sheds: an export not taken by a thread within its deadline."""
+    return Shedding(frozenset(OTLP_PATHS), EXPORT_DEADLINE_S, shed_export)
+
+
 class OtlpTracesResource:
     """``POST`` an OTLP trace export; the caller is the request's bearer token.
 
     The export is written in ``steps``; once ``deadline_s`` seconds have passed since the
-    request reached the app, it stops at the end of the step under way (provided this
-    request stored something new) and answers ``503`` (see
-    :func:`governance_core.otel.ingest.ingest`).
+    request arrived (the time it waited for a thread, :data:`WAITED_KEY`, counts), it stops
+    at the end of the step under way (provided this request stored something new) and
+    answers ``503`` (see :func:`governance_core.otel.ingest.ingest`).
     """
 
     def __init__(
@@ -162,7 +191,8 @@ class OtlpTracesResource:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Record the export and answer in the request's encoding."""
         media = media_type(req.content_type) or JSON
-        deadline = self.steps.timer() + self.deadline_s
+        waited = float(req.env.get(WAITED_KEY) or 0)
+        deadline = self.steps.timer() + self.deadline_s - waited
         try:
             result = self._export(req, deadline)
         except _Refused as refused:

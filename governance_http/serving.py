@@ -33,7 +33,7 @@ from governance_core.notifications.sender import (
 from governance_core.otel.idle import ROOT_WAIT_VARIABLE, end_idle_runs, parse_root_wait
 from governance_core.service import Governance
 from governance_http.app import create_app
-from governance_http.gateway import BodyFirst
+from governance_http.gateway import BodyFirst, Shedding
 from governance_http.requestlog import ACCESS_LOGGER
 from governance_http.settings import (
     BASE_URL_VARIABLE,
@@ -214,7 +214,19 @@ def asgi_app() -> BodyFirst:
     start_sender(governance)
     start_idle_run_sweeper(governance)
     start_idempotency_purge(governance)
-    return BodyFirst(create_app(governance), threads=threads, body_timeout=body_timeout())
+    return BodyFirst(
+        create_app(governance), threads=threads, body_timeout=body_timeout(),
+        shedding=_shedding(),
+    )
+
+
+def _shedding() -> Shedding | None:
+    """What the server sheds under load: OTLP exports (none without the ``otel`` extra)."""
+    try:
+        from governance_http.otlp import export_shedding
+    except ModuleNotFoundError:
+        return None
+    return export_shedding()
 
 
 def check_port_free(host: str, port: int) -> None:
