@@ -11,7 +11,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -44,7 +44,13 @@ from governance_core.recording import Run
 from governance_core.registry import Operation, Registry
 from governance_core.rules.cost import load_catalogue
 from governance_core.storage import open_store
-from governance_core.storage.protocol import BatchedWrites, ChangeMarks, Filter, Store
+from governance_core.storage.protocol import (
+    BatchedWrites,
+    ChangeMarks,
+    Filter,
+    Store,
+    TakesTurns,
+)
 from governance_core.storage.write_behind import WriteBehindStore
 
 __all__ = ["WRITE_ATTEMPTS", "Bootstrap", "Governance", "Session"]
@@ -328,6 +334,16 @@ class Governance:
                     owned.keep()
         finally:
             self._writing.active = outer
+
+    def turn(self, name: str) -> AbstractContextManager[None]:
+        """Hold the store's turn ``name`` around the transaction the block opens.
+
+        Transactions under one turn run one at a time, in every process on the store
+        (:class:`~governance_core.storage.protocol.TakesTurns`); on a store without turns
+        (SQLite, whose writers take turns anyway; memory) the block runs as it is.
+        """
+        store = self.store
+        return store.turn(name) if isinstance(store, TakesTurns) else nullcontext()
 
     @contextmanager
     def _batch(self, *, defers: bool) -> Iterator[WriteBatch | None]:

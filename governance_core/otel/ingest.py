@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from governance_core.context import Principal
 
 __all__ = [
+    "EXPORT_TURN",
     "STEP_PAUSE_SECONDS",
     "STEP_SECONDS",
     "STEP_SPANS",
@@ -74,6 +75,10 @@ __all__ = [
 
 STEP_SPANS: Final = 200
 """The most spans one step of an export writes in its transaction."""
+EXPORT_TURN: Final = "otlp-export"
+"""The turn every export step holds (:meth:`Governance.turn`): on PostgreSQL two steps at once
+cancel each other (both look up and insert ids in the same index pages), so they take turns,
+as SQLite's writers do anyway."""
 STEP_SECONDS: Final = 0.05
 """How long one step of an export may hold the store's writer before it commits."""
 STEP_PAUSE_SECONDS: Final = 0.002
@@ -195,7 +200,7 @@ def ingest(
         began = steps.timer()
         recorder.prepare_ahead(steps.max_spans)
         try:
-            with governance.transaction():
+            with governance.turn(EXPORT_TURN), governance.transaction():
                 # The step's time starts once it holds the store, not while it waits for it.
                 started, first = steps.timer(), recorder.done
                 for _ in work:

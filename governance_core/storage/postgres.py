@@ -23,7 +23,7 @@ import logging
 import re
 import threading
 from collections.abc import Collection, Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -93,6 +93,8 @@ _BUSY = (
 )
 # Any 64-bit number: the key of the session lock that lets one process at a time migrate.
 _MIGRATION_LOCK = 0x676F76_5F6D6967
+_TURNS = 0x676F7674
+"""The first key of every turn's advisory lock (the second is the hash of its name)."""
 _POOL_PARAMETERS = {"pool_min_size", "pool_max_size", "pool_timeout"}
 _ID = Column("id")
 _LOG = logging.getLogger(__name__)
@@ -181,13 +183,44 @@ class PostgresStore:
             with _translated(), held.transaction():
                 yield
             return
-        with _translated(), self._pool.connection() as conn:
+        turned: psycopg.Connection[Any] | None = getattr(self._local, "turn", None)
+        with _translated(), self._pool.connection() if turned is None else nullcontext(
+            turned
+        ) as conn:
             self._local.conn = conn
             try:
                 with conn.transaction():
                     yield
             finally:
                 self._local.conn = None
+
+    @contextmanager
+    def turn(self, name: str) -> Iterator[None]:
+        """Hold the turn ``name`` (an advisory lock) around the transaction the block opens.
+
+        The lock is taken on the connection the transaction will run on, before it begins
+        (a transaction's snapshot is taken at its first statement, so a lock taken inside
+        it would let it miss what the turn before it wrote), and let go once it has ended.
+        Waiting for it is bounded by ``lock_timeout_ms`` (then ``temporarily_unavailable``).
+        Inside a transaction, or another turn, the block runs as it is.
+        """
+        if getattr(self._local, "conn", None) is not None or getattr(self._local, "turn", None):
+            yield
+            return
+        with _translated(), self._pool.connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (_TURNS, name))
+            self._local.turn = conn
+            try:
+                yield
+            finally:
+                self._local.turn = None
+                try:
+                    conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_TURNS, name))
+                except psycopg.Error:
+                    # A connection that cannot let go must not go back to the pool holding
+                    # the lock: closed, its session (and the lock) ends.
+                    conn.close()
+                    raise
 
     @contextmanager
     def batched(self) -> Iterator[None]:

@@ -48,6 +48,7 @@ __all__ = [
     "Record",
     "SortKey",
     "Store",
+    "TakesTurns",
 ]
 
 Record = dict[str, Any]
@@ -228,4 +229,25 @@ class BatchedWrites(Protocol):
 
     def batched(self) -> AbstractContextManager[None]:
         """A block whose writes may be sent together; errors are raised by its end at the latest."""
+        ...
+
+
+@runtime_checkable
+class TakesTurns(Protocol):
+    """An optional capability: making transactions of one name run one at a time.
+
+    PostgreSQL runs transactions side by side at SERIALIZABLE isolation and cancels one of
+    two that read what the other writes. It tracks reads by index page, so two large batches
+    that look up and insert ids in the same indexes (two OTLP export steps) cancel each other
+    almost every time, however often they are run again. Batches that take turns never
+    collide. A store whose writers take turns already (SQLite) lacks the capability.
+    """
+
+    def turn(self, name: str) -> AbstractContextManager[None]:
+        """Hold the turn ``name`` around the outermost transaction this block opens.
+
+        Blocks of the same name run one at a time, in every process on the store; the turn
+        is taken before the transaction's snapshot, so a block sees every write its
+        predecessor committed. A busy wait raises ``temporarily_unavailable``.
+        """
         ...
