@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import random
+import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -37,6 +39,7 @@ from governance_core.storage.protocol import (
     Record,
     SortKey,
     Store,
+    TakesTurns,
 )
 
 __all__ = ["FixedClock", "SeededIds", "StoreContract", "make_governance"]
@@ -240,6 +243,41 @@ class StoreContract:
             inside = store.change_mark(marked)
             _check(inside != store.change_mark(marked), "two marks inside a transaction equal")
         _raises(ValueError, lambda: store.change_mark(("teams",)), "a mark of an unmarked table")
+
+    def test_turns_run_one_at_a_time(self) -> None:
+        """A store that offers turns runs the transactions of one turn one at a time.
+
+        The second sees what the first committed (the turn is taken before its snapshot),
+        another turn's name does not wait, and a turn inside a transaction waits for nothing.
+        """
+        store = self.store
+        if not isinstance(store, TakesTurns):
+            return
+        first_in, order = threading.Event(), []
+
+        def first() -> None:
+            with store.turn("contract"), store.transaction():
+                store.put("teams", {"id": "t1", "name": "first"})
+                first_in.set()
+                time.sleep(0.2)
+                order.append("first")
+
+        thread = threading.Thread(target=first)
+        thread.start()
+        try:
+            _check(first_in.wait(10), "the first turn never began")
+            with store.turn("another"), store.transaction():
+                store.put("teams", {"id": "t2"})
+            order.append("another")
+            with store.turn("contract"), store.transaction():
+                seen = store.get("teams", "t1")
+            order.append("second")
+        finally:
+            thread.join()
+        _equal(order, ["another", "first", "second"], "the order the turns ran in")
+        _equal(seen, {"id": "t1", "name": "first"}, "what the second turn saw")
+        with store.transaction(), store.turn("contract"):
+            store.put("teams", {"id": "t3"})
 
     def test_records_are_copies(self) -> None:
         """Mutating a record given to put, or one returned, never changes what is stored."""

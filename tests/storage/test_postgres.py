@@ -9,7 +9,6 @@ import base64
 import json
 import multiprocessing
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -329,44 +328,6 @@ def test_threads_in_transactions_each_use_their_own_connection(url: str) -> None
     finally:
         store.close()
     assert seen == [None, {"id": "uncommitted"}]
-
-
-def test_transactions_under_one_turn_run_one_at_a_time_and_see_each_others_writes(
-    url: str,
-) -> None:
-    store = _open(url)
-    first_in = threading.Event()
-    order: list[str] = []
-
-    def first() -> None:
-        with store.turn("export"), store.transaction():
-            store.put("teams", {"id": "t1", "value": 1})
-            first_in.set()
-            time.sleep(0.3)
-            order.append("first done")
-
-    thread = threading.Thread(target=first)
-    thread.start()
-    try:
-        first_in.wait(5)
-        # Another turn's name does not wait.
-        with store.turn("other"), store.transaction():
-            store.put("teams", {"id": "t9"})
-        order.append("other name")
-        # The same name waits for the first to commit, then sees what it wrote: the turn is
-        # taken before the transaction's snapshot.
-        with store.turn("export"), store.transaction():
-            seen = store.get("teams", "t1")
-            store.put("teams", {"id": "t1", "value": 2})
-        order.append("second done")
-        thread.join()
-        # Inside a transaction a turn is the transaction itself: nothing waits.
-        with store.transaction(), store.turn("export"):
-            store.put("teams", {"id": "t2"})
-    finally:
-        store.close()
-    assert order == ["other name", "first done", "second done"]
-    assert seen == {"id": "t1", "value": 1}
 
 
 def test_a_turn_held_past_the_lock_timeout_is_temporarily_unavailable(url: str) -> None:
