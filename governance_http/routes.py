@@ -162,6 +162,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/policy/{policy_id}", "policies/update"),
     Route("POST", "/decision", "decisions/decide"),
     *_crud("/decision", "decisions", "decision_id", collection=("list",), item=("show",)),
+    *_actions("/decision", "decisions", "decision_id", "record_interception"),
     *_crud("/approval", "approvals", "approval_id", collection=("list",), item=("show",)),
     *_actions("/approval", "approvals", "approval_id", "approve", "reject"),
     Route("POST", "/bulk", BULK),

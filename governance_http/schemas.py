@@ -177,7 +177,7 @@ RESOURCE_FIELDS: dict[str, dict[str, str]] = {
         "environment_id": "id", "action": "obj", "outcome": "enum:allow,deny,pending_approval",
         "observed_outcome": "enum:allow,deny,pending_approval?", "warnings": "list:str",
         "reasons": "list:obj", "approval_id": "id?", "agent_span_id": "id?", "decided_at": "ts",
-        "approval": "~obj?",
+        "interception": "obj?", "approval": "~obj?",
     },
     "approval": {
         "id": "id", "account_id": "id", "agent_instance_id": "id", "agent_id": "id",

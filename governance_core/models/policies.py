@@ -65,6 +65,8 @@ class Decision:
     approval_id: str | None = None
     agent_span_id: str | None = None
     """The recorded span a decision judged after the fact (null for a ``decide``)."""
+    interception: dict[str, Any] | None = None
+    """The agent-hooks interception record of the emission it decided (its wire form)."""
 
 
 @attrs.frozen

@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from governance_core import jsontext
 from governance_core.context import Context
 from governance_core.envelopes import ready_envelope
-from governance_core.errors import NotFound
+from governance_core.errors import Conflict, NotFound
 from governance_core.fields import Fields
 from governance_core.models.policies import OUTCOMES, Decision
 from governance_core.operations.approvals import approval_details
@@ -28,7 +29,7 @@ from governance_core.registry import ANY_SCOPE, operation
 from governance_core.repository import Record
 from governance_core.views import model_view
 
-__all__ = ["APPROVAL_TTL_MS", "SORTABLE", "decision_details"]
+__all__ = ["APPROVAL_TTL_MS", "INTERCEPTION_MAX_BYTES", "SORTABLE", "decision_details"]
 
 SORTABLE = ("id", "decided_at")
 APPROVAL_TTL_MS = (1_000, 7 * 24 * 3_600_000)
@@ -84,6 +85,51 @@ def _in_reach(ctx: Context, record: Record) -> bool:
         record["agent_id"] == principal.agent_id
         and record["environment_id"] == principal.environment_id
     )
+
+
+@operation("decisions/record_interception", write=True, scopes=ANY_SCOPE)
+def record_interception(ctx: Context, fields: Fields) -> dict[str, Any]:
+    """Keep the agent-hooks interception record of the emission a decision decided.
+
+    ``record`` is the record's wire form (``interception_point``, ``mode``, ``verdict``,
+    ``session_id``, ``sequence``, ...; no payloads), at most 64 KiB of JSON. A decision keeps
+    one: the same record again changes nothing, another is a ``conflict``.
+    """
+    decision = load_record(ctx, "decision", fields.raw("decision_id"))
+    if not _in_reach(ctx, decision):
+        raise NotFound("decision not found")
+    record = fields.object("record", required=True, nullable=False)
+    if record is not None:
+        _check_interception(fields, record)
+    fields.done()
+    assert record is not None
+    kept = decision.get("interception")
+    if kept is None:
+        decision = {**decision, "interception": record}
+        ctx.store.put("decisions", decision)
+    elif kept != record:
+        raise Conflict(f"decision {decision['id']} already holds another interception record")
+    return ready_envelope(decision_details(decision))
+
+
+_INTERCEPTION_MEMBERS = {
+    "interception_point": str, "mode": str, "verdict": dict, "session_id": str, "sequence": int,
+}
+INTERCEPTION_MAX_BYTES = 64 * 1024
+"""The largest interception record (its JSON) a decision keeps."""
+
+
+def _check_interception(fields: Fields, record: dict[str, Any]) -> None:
+    for member, kind in _INTERCEPTION_MEMBERS.items():
+        value = record.get(member)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            fields.errors.invalid(
+                "record", f"record.{member} must be a {kind.__name__}: an interception record's"
+                " wire form"
+            )
+            return
+    if len(jsontext.dumps(record).encode()) > INTERCEPTION_MAX_BYTES:
+        fields.errors.invalid("record", f"record is larger than {INTERCEPTION_MAX_BYTES} bytes")
 
 
 @operation("decisions/show", write=False, scopes=ANY_SCOPE)

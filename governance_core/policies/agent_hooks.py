@@ -268,13 +268,10 @@ class GovernanceHooks:
             decision_id = self._decided.pop((record.session_id, record.sequence), None)
         if decision_id is None:
             return
-        # Read through the operations first: the session must be allowed to see the decision.
-        self.session.call("decisions/show", {"decision_id": decision_id})
-        store = self.session.governance.store
-        with store.transaction():
-            stored = store.get("decisions", decision_id)
-            if stored is not None:
-                store.put("decisions", {**stored, "interception": record.to_wire()})
+        self.session.call(
+            "decisions/record_interception",
+            {"decision_id": decision_id, "record": record.to_wire()},
+        )
 
 
 def _emission(context: Mapping[str, Any]) -> tuple[str, int] | None:
@@ -291,15 +288,13 @@ def stored_interceptions(session: Session, agent_instance_id: str) -> list[dict[
     """
     found: list[dict[str, Any]] = []
     offset: int | None = 0
-    store = session.governance.store
     while offset is not None:
         page = session.call("decisions/list", {
             "agent_instance_id": agent_instance_id, "sorting": "decided_at",
             "pagination[page_size]": _PAGE, "pagination[offset]": offset,
         })
         for summary in page["summaries"]:
-            stored = store.get("decisions", summary["id"]) or {}
-            if stored.get("interception") is not None:
-                found.append({"decision_id": summary["id"], "record": stored["interception"]})
+            if summary.get("interception") is not None:
+                found.append({"decision_id": summary["id"], "record": summary["interception"]})
         offset = page["pagination"]["next_page_offset"]
     return found

@@ -151,6 +151,10 @@ EXAMPLES: dict[str, Callable[[World], Example]] = {
         {"agent_instance_id": _instance(w), "action": {"kind": "tool_call", "name": "search"}}
     ),
     "decisions/list": lambda w: Example(query=f"agent_instance_id={_instance(w)}"),
+    "decisions/record_interception": lambda w: Example({"record": {
+        "interception_point": "pre_tool_call", "mode": "enforce",
+        "verdict": {"decision": "allow"}, "session_id": "s-1", "sequence": 1,
+    }}),
     "approvals/approve": lambda w: Example({"reason": "checked"}),
     "approvals/reject": lambda w: Example({"reason": "too much"}),
     BULK: lambda w: Example({"items": [

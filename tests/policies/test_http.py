@@ -93,3 +93,22 @@ def test_ingestion_tokens_may_decide_but_not_write_policies(
     assert decided["details"]["outcome"] == "allow"
     refused = ingestion.post("/policy", json={"name": "x", "source": REFUNDS})
     assert refused.status_code == 403 and refused.json["code"] == "not_permitted"
+
+
+def test_a_decision_keeps_its_interception_record_over_http(
+    api: Api, http_world: RunWorld
+) -> None:
+    from tests.policies.test_interceptions import record
+
+    run = http_world.run()
+    decision = api.ok("POST", "/decision", json={
+        "agent_instance_id": run, "action": {"kind": "tool_call", "name": "search"},
+    })["details"]
+    path = f"/decision/{decision['id']}/record_interception"
+    kept = api.ok("POST", path, json={"record": record()})["details"]
+    assert kept["interception"] == record()
+    assert api.ok("GET", f"/decision/{decision['id']}")["details"]["interception"] == record()
+    other = api.post(path, json={"record": record(sequence=9)})
+    assert other.status_code == 409 and other.json["code"] == "conflict"
+    bad = api.post(path, json={"record": {"mode": "enforce"}})
+    assert bad.status_code == 422 and "record" in bad.json["errors"]
