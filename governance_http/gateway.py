@@ -68,11 +68,12 @@ WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 @attrs.frozen
 class Shedding:
-    """Which requests are answered ``503`` when no thread takes them in time, and how.
+    """Which requests are answered ``503`` when no thread would take them in time, and how.
 
-    A request whose path is one of ``paths`` and that no thread has taken ``after_s``
-    seconds after it arrived is answered by the WSGI app ``answer`` (run on the event loop:
-    it must answer at once, without the store), and never run.
+    A request whose path is one of ``paths`` is answered by the WSGI app ``answer`` (run on
+    the event loop: it must answer at once, without the store), and never run, when the work
+    waiting before it would keep it more than ``after_s`` seconds, or when no thread has
+    taken it ``after_s`` seconds after it arrived.
     """
 
     paths: frozenset[str]
