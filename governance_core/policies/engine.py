@@ -431,7 +431,6 @@ def attributes_read(node: Any) -> frozenset[str]:
                 pending.append(value)
     return frozenset(found)
 
-_UNSEEN = object()
 _KEPT_SETS = 1024
 """How many per-request statement sets a compiled set keeps (then it starts again)."""
 _KEPT_ENTITIES = 256
