@@ -11,8 +11,10 @@ Prints each figure beside its goal:
 
 The 50 policies mix what teams write (docs/policies.md): tool deny-lists, run budgets,
 approvals on arguments, tool-call rates (a count of the run's decisions) and daily budgets
-(a grouped sum over the agent's runs), none of which matches the benchmark's action, so
-every policy is evaluated in full.
+(a grouped sum over the agent's runs), none of which forbids the benchmark's action. The
+20 whose scope can hold it (the tool-call rates and the daily budgets) are evaluated in
+full, their two figures read from the store for every decision; the engine is not given the
+other 30.
 
     python benchmarks/decision_bench.py [--decisions 3000] [--requests 4000]
 """
