@@ -109,6 +109,7 @@ class Governance:
         self._writing = threading.local()
         # Asked once: an isinstance check of a runtime protocol inspects the class each time.
         self._marks = store if isinstance(store, ChangeMarks) else None
+        self._turns = store if isinstance(store, TakesTurns) else None
 
     @classmethod
     def open(
@@ -342,8 +343,7 @@ class Governance:
         (:class:`~governance_core.storage.protocol.TakesTurns`); on a store without turns
         (SQLite, whose writers take turns anyway; memory) the block runs as it is.
         """
-        store = self.store
-        return store.turn(name) if isinstance(store, TakesTurns) else nullcontext()
+        return nullcontext() if self._turns is None else self._turns.turn(name)
 
     @contextmanager
     def _batch(self, *, defers: bool) -> Iterator[WriteBatch | None]:
