@@ -332,11 +332,13 @@ TABLES: dict[str, Table] = {
     )
 }
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Version 4 added the :data:`IDS` table, filled from the resource tables as a store opens;
 version 5 the runs' duration and span count rollups and the ``run_models`` table; version 6
 the runs' ``session_id`` and ``user_id`` (backfilled from the stored records as a store
-opens) and ``span_bucket`` (a run written before it gets one with its next write)."""
+opens) and ``span_bucket`` (a run written before it gets one with its next write); version 7
+SQLite's rows that keep a declared field in its column alone (older libraries would read
+``null`` there, so they refuse such a file)."""
 
 
 def kinded_tables() -> list[Table]:

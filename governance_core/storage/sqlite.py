@@ -1,8 +1,12 @@
 """The SQLite adapter (through sqlite-utils): WAL, ``BEGIN IMMEDIATE`` writers, own migrations.
 
-Each table holds the whole record as JSON in ``data`` and a copy of each declared field in its
-own indexed column. Driver errors are translated: a busy or locked database becomes
-:class:`~governance_core.errors.TemporarilyUnavailable` with ``retry_after_ms``.
+Each table holds each declared field in its own indexed column and the rest of the record as
+JSON in ``data``. A declared field whose value the column gives back as it is (text in a text
+column, an integer in an integer one, a float in a real one) is written to ``data`` as ``null``,
+which keeps its place among the members: a read puts the column's value there. A record is
+stored once, not twice (a span takes about 250 bytes less). Driver errors are translated: a
+busy or locked database becomes :class:`~governance_core.errors.TemporarilyUnavailable` with
+``retry_after_ms``.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ _JSON_TYPES: dict[ColumnType, tuple[str, ...]] = {
 }
 _OPS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+# The data of an id's entry, whose members its columns hold (see _Layout).
+_LEAN_ID = '{"id":null,"kind":null,"account_id":null}'
 
 
 class _Link:
@@ -142,6 +148,7 @@ class SQLiteStore:
         self._writer = WriterQueue(self.path)
         self._shared = _Link(self._connect()) if self.path == ":memory:" else None
         self._put_sql = {table.name: _put_sql(table) for table in TABLES.values()}
+        self._layouts = {table.name: _Layout(table) for table in TABLES.values()}
         # The statement reading each set of marked tables' counts, once checked.
         self._mark_sql: dict[tuple[str, ...], str] = {}
         with self._use() as link:
@@ -252,12 +259,11 @@ class SQLiteStore:
     def get(self, table: str, record_id: str) -> Record | None:
         """Return the record with ``record_id``, or None."""
         check_key(table, record_id)
+        layout = self._layouts[table]
         with self._use() as link:
-            cursor = self._execute(
-                link.conn, link.depth, f"SELECT data FROM [{table}] WHERE id = ?", (record_id,)
-            )
+            cursor = self._execute(link.conn, link.depth, layout.get, (record_id,))
             row = cursor.fetchone()
-        return None if row is None else decode(row[0])
+        return None if row is None else layout.record(row)
 
     def put(self, table: str, record: Record) -> None:
         """Insert or replace the record and its declared columns.
@@ -270,7 +276,7 @@ class SQLiteStore:
     def prepare(self, table: str, record: Record) -> list[Any]:
         """Check and encode a record for :meth:`write_prepared`: its column values and JSON."""
         values = column_values(table, record)
-        values.append(encode(record))
+        values.append(encode(self._layouts[table].lean(record, values)))
         return values
 
     def write_prepared(self, table: str, prepared: Sequence[list[Any]]) -> None:
@@ -317,13 +323,14 @@ class SQLiteStore:
         check_page(offset, limit)
         where, params = _where(filters)
         order = ", ".join([_order(key) for key in sort] + ["id ASC"])
-        sql = f"SELECT data FROM [{table}]{where} ORDER BY {order}"
+        layout = self._layouts[table]
+        sql = f"SELECT {layout.selected} FROM [{table}]{where} ORDER BY {order}"
         if limit is not None or offset:
             sql += " LIMIT ? OFFSET ?"
             params += [-1 if limit is None else limit, offset]
         with self._use() as link:
             rows = self._execute(link.conn, link.depth, sql, params).fetchall()
-        return [decode(row[0]) for row in rows]
+        return [layout.record(row) for row in rows]
 
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
         """Count the matching records."""
@@ -481,6 +488,46 @@ def _patiently(attempt: Callable[[], _T], timeout_s: float) -> _T:
         pause = min(pause * 2, _LAST_PAUSE_S)
 
 
+class _Layout:
+    """How one table's records are split between its columns and ``data`` (module docstring).
+
+    ``lean`` writes the JSON of a record, ``record`` reads one back from a row of
+    ``selected`` (``data``, then ``id`` and the declared fields, as ``column_values`` orders
+    them).
+    """
+
+    __slots__ = ("_held", "get", "selected")
+
+    def __init__(self, table: Table) -> None:
+        columns = [("id", str), *((c.name, _SQL_TYPES[c.type]) for c in table.columns)]
+        # Each column's position in column_values and in a row (after data), and the one
+        # type of value it gives back as written (a bool in an integer column comes back 1).
+        self._held = tuple((index, name, kind) for index, (name, kind) in enumerate(columns))
+        self.selected = ", ".join(["data", *(f"[{name}]" for name, _ in columns)])
+        self.get = f"SELECT {self.selected} FROM [{table.name}] WHERE id = ?"
+
+    def lean(self, record: Record, values: Sequence[Any]) -> Record:
+        """``record`` with the members its columns hold as they are set to ``None``."""
+        lean = record
+        for index, name, kind in self._held:
+            if type(values[index]) is kind:
+                if lean is record:
+                    lean = dict(record)
+                lean[name] = None
+        return lean
+
+    def record(self, row: Sequence[Any]) -> Record:
+        """The record a row holds: ``data`` with each member it keeps as ``null`` filled in."""
+        record = decode(row[0])
+        for index, name, _ in self._held:
+            value = row[index + 1]
+            # A member data lacks was never a column's to fill (nor was one it holds a value
+            # of: rows written before this layout, or a value of another type).
+            if value is not None and name in record and record[name] is None:
+                record[name] = value
+        return record
+
+
 def _put_sql(table: Table) -> tuple[str, str | None]:
     """The statements of a put: an upsert, and the one to run when it changed nothing.
 
@@ -527,10 +574,11 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
                 f" {SCHEMA_VERSION}: upgrade the library to open it"
             )
         had_ids = db.table(IDS).exists()
+        upgrading = row is not None and int(row[0]) < SCHEMA_VERSION
         for table in TABLES.values():
-            _migrate_table(db, table)
+            _migrate_table(db, table, upgrading=upgrading)
         _count_changes(conn, [table.name for table in TABLES.values() if table.marked])
-        _record_ids(conn, fill=not had_ids)
+        _record_ids(conn, fill=not had_ids, renew=upgrading)
         conn.execute(
             "INSERT OR REPLACE INTO _meta (key, value) VALUES ('schema_version', ?)",
             (str(SCHEMA_VERSION),),
@@ -558,29 +606,33 @@ def _count_changes(conn: sqlite3.Connection, tables: list[str]) -> None:
             )
 
 
-def _record_ids(conn: sqlite3.Connection, *, fill: bool) -> None:
+def _record_ids(conn: sqlite3.Connection, *, fill: bool, renew: bool) -> None:
     """Make triggers keep :data:`~governance_core.storage.schema.IDS`; ``fill`` it first.
 
     A trigger runs inside the statement that fired it: an insert of a new resource records its
-    id with no statement of its own, and a rewrite (the upsert's update) records nothing.
+    id with no statement of its own, and a rewrite (the upsert's update) records nothing. Its
+    entry's members are all in columns, so its ``data`` holds them as ``null`` (see
+    :class:`_Layout`). ``renew`` replaces the triggers an older version made.
     """
     for table in kinded_tables():
         kind = table.kind
         assert kind is not None and "'" not in kind
-        entry = (
-            f"'{kind}', {{row}}.account_id,"
-            f" json_object('id', {{row}}.id, 'kind', '{kind}', 'account_id', {{row}}.account_id)"
-        )
+
+        def entry(row: str, kind: str = kind) -> str:
+            return f"'{kind}', {row}.account_id, '{_LEAN_ID}'"
+
+        if renew:
+            conn.execute(f"DROP TRIGGER IF EXISTS [{table.name}_records_id]")
         if fill:
             conn.execute(
                 f"INSERT INTO [{IDS}] (id, kind, account_id, data)"
-                f" SELECT id, {entry.format(row=f'[{table.name}]')} FROM [{table.name}]"
+                f" SELECT id, {entry(f'[{table.name}]')} FROM [{table.name}]"
                 " WHERE true ON CONFLICT (id) DO NOTHING"
             )
         conn.execute(
             f"CREATE TRIGGER IF NOT EXISTS [{table.name}_records_id] AFTER INSERT ON"
             f" [{table.name}] BEGIN INSERT INTO [{IDS}] (id, kind, account_id, data)"
-            f" VALUES (NEW.id, {entry.format(row='NEW')}) ON CONFLICT (id) DO NOTHING; END"
+            f" VALUES (NEW.id, {entry('NEW')}) ON CONFLICT (id) DO NOTHING; END"
         )
         conn.execute(
             f"CREATE TRIGGER IF NOT EXISTS [{table.name}_frees_id] AFTER DELETE ON"
@@ -589,7 +641,7 @@ def _record_ids(conn: sqlite3.Connection, *, fill: bool) -> None:
         )
 
 
-def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
+def _migrate_table(db: sqlite_utils.Database, table: Table, *, upgrading: bool) -> None:
     handle = db.table(table.name)
     wanted = {c.name: _SQL_TYPES[c.type] for c in table.columns}
     if not handle.exists() and table.name == IDS:
@@ -604,6 +656,8 @@ def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
         handle.create({"id": str, "data": str, **wanted}, pk="id", not_null={"data"})
     else:
         present = set(handle.columns_dict)
+        if upgrading:
+            _restore_undeclared(db, table, present)
         for column in table.columns:
             if column.name in present:
                 continue
@@ -624,6 +678,21 @@ def _migrate_table(db: sqlite_utils.Database, table: Table) -> None:
         condition = "" if where is None else f" WHERE [{where.field}] {where.test}"
         columns = ", ".join(f"[{field}]" for field in fields)
         db.execute(f"CREATE INDEX IF NOT EXISTS [{name}] ON [{table.name}] ({columns}){condition}")
+
+
+def _restore_undeclared(db: sqlite_utils.Database, table: Table, present: set[str]) -> None:
+    """Put back into ``data`` the values of columns the schema no longer declares.
+
+    Rows keep a declared field's value in its column alone (:class:`_Layout`); once the field
+    is no longer declared, nothing would read that column again.
+    """
+    declared = {"id", "data", *(column.name for column in table.columns)}
+    for name in sorted(present - declared):
+        db.execute(
+            f"UPDATE [{table.name}] SET data = json_set(data, :path, [{name}])"
+            f" WHERE [{name}] IS NOT NULL AND json_type(data, :path) = 'null'",
+            {"path": f"$.{name}"},
+        )
 
 
 def _index_name(table: Table, fields: tuple[str, ...]) -> str:

@@ -148,6 +148,88 @@ def test_migration_adds_and_backfills_new_columns(path: Path) -> None:
     assert raw.execute("SELECT count(*) FROM agents WHERE team_id IS NOT NULL").fetchone() == (2,)
 
 
+# -- rows: a declared field is stored once ----------------------------------------------------
+def _data(path: Path, table: str, record_id: str) -> Any:
+    row = _raw(path).execute(f"SELECT data FROM [{table}] WHERE id = ?", (record_id,)).fetchone()
+    return json.loads(row[0])
+
+
+def test_a_declared_field_its_column_gives_back_as_it_is_is_stored_in_the_column_alone(
+    store: SQLiteStore, path: Path
+) -> None:
+    run = {
+        "id": "r1", "account_id": "a1", "status": "running", "total_cost": 0.25,
+        "duration_ms": 120, "risk_level": None, "payload": {"status": "kept"},
+    }
+    store.put("agent_instances", run)
+    # Each member keeps its place in the JSON, as null where its column holds it.
+    assert _data(path, "agent_instances", "r1") == {
+        "id": None, "account_id": None, "status": None, "total_cost": None,
+        "duration_ms": None, "risk_level": None, "payload": {"status": "kept"},
+    }
+    read = store.get("agent_instances", "r1")
+    assert read == run and list(read or {}) == list(run)
+    assert store.query("agent_instances", [Filter("status", "eq", "running")]) == [run]
+
+
+def test_a_value_its_column_would_change_stays_in_the_json(store: SQLiteStore, path: Path) -> None:
+    # A boolean comes back from an integer column as 1 and an integer from a real one as a
+    # float: the JSON keeps each as it is.
+    store.put("environments", {"id": "e1", "is_default": True, "name": "prod"})
+    store.put("agent_instances", {"id": "r1", "total_cost": 3, "status": "running"})
+    assert _data(path, "environments", "e1") == {"id": None, "is_default": True, "name": None}
+    assert _data(path, "agent_instances", "r1") == {"id": None, "total_cost": 3, "status": None}
+    assert store.get("environments", "e1") == {"id": "e1", "is_default": True, "name": "prod"}
+    read = store.get("agent_instances", "r1")
+    assert read == {"id": "r1", "total_cost": 3, "status": "running"}
+    assert read is not None and type(read["total_cost"]) is int
+
+
+def test_rows_that_hold_the_whole_record_in_their_json_read_the_same(
+    store: SQLiteStore, path: Path
+) -> None:
+    whole = {"id": "g1", "name": "one", "status": "active", "extra": [1, 2]}
+    store.put("agents", {"id": "g1"})
+    _raw(path).execute(
+        "UPDATE agents SET data = ?, name = 'one', status = 'active' WHERE id = 'g1'",
+        (json.dumps(whole),),
+    )
+    assert store.get("agents", "g1") == whole
+
+
+def test_an_id_entry_is_kept_in_its_columns(store: SQLiteStore, path: Path) -> None:
+    store.put("agents", {"id": "g1", "account_id": "a1"})
+    assert _data(path, "ids", "g1") == {"id": None, "kind": None, "account_id": None}
+    assert store.get("ids", "g1") == {"id": "g1", "kind": "agent", "account_id": "a1"}
+
+
+def test_an_older_file_keeps_the_values_of_columns_no_longer_declared(path: Path) -> None:
+    store = SQLiteStore(path)
+    store.put("agents", {"id": "g1", "account_id": "a1", "name": "one"})
+    store.close()
+    raw = _raw(path)
+    # As a version that declared a field the schema has since dropped left its rows.
+    raw.execute("ALTER TABLE agents ADD COLUMN dropped TEXT")
+    raw.execute(
+        "UPDATE agents SET dropped = 'kept', data = json_set(data, '$.dropped', json('null'))"
+    )
+    raw.execute("UPDATE _meta SET value = ?", (str(SCHEMA_VERSION - 1),))
+    # Its id triggers wrote the whole entry into the JSON.
+    raw.execute("DROP TRIGGER agents_records_id")
+    raw.execute(
+        "CREATE TRIGGER agents_records_id AFTER INSERT ON agents BEGIN INSERT INTO ids"
+        " (id, kind, account_id, data) VALUES (NEW.id, 'agent', NEW.account_id,"
+        " json_object('id', NEW.id)) ON CONFLICT (id) DO NOTHING; END"
+    )
+    store = SQLiteStore(path)
+    assert store.get("agents", "g1") == {
+        "id": "g1", "account_id": "a1", "name": "one", "dropped": "kept"
+    }
+    store.put("agents", {"id": "g2", "account_id": "a1"})
+    assert _data(path, "ids", "g2") == {"id": None, "kind": None, "account_id": None}
+    store.close()
+
+
 def _plan(raw: sqlite3.Connection, where: str) -> str:
     sql = f"EXPLAIN QUERY PLAN SELECT id FROM agent_spans WHERE {where} ORDER BY started_at"
     return " ".join(str(row) for row in raw.execute(sql))
