@@ -11,6 +11,9 @@ run ended). The response is kept compactly: its JSON, deflated with a fixed dict
 members responses share, in Base64 (:func:`pack_response`); a span create's response takes
 about a third of its plain JSON. Records older than the window (:data:`KEEP_FOR`; decisions
 5: at least 24 hours) are deleted by :func:`purge_expired_keys`, a bounded batch at a time.
+
+A caller that is never answered a stored response (the OTLP ingest) keeps a digest alone
+(:func:`keep_digest`), under a scope of its own that no key sent to an operation reaches.
 """
 
 from __future__ import annotations
@@ -40,11 +43,14 @@ __all__ = [
     "PURGE_BATCH",
     "IdempotentRequest",
     "fingerprint",
+    "keep_digest",
+    "key_already_used",
     "pack_response",
     "purge_expired_keys",
     "read_ahead",
     "record_id",
     "resolve_key",
+    "same_request",
     "unpack_response",
 ]
 
@@ -200,16 +206,8 @@ class IdempotentRequest:
         stored = ctx.store.get(TABLE, self.record_id)
         if stored is None:
             return None
-        digest = stored["fingerprint"]
-        same = (
-            digest == self.digest if digest.startswith(_VERSION)
-            else digest == _legacy_fingerprint(self.operation, self._params)
-        )
-        if not same:
-            raise IdempotencyKeyAlreadyUsed(
-                f"idempotency key {self.key!r} was already used with a different"
-                f" {self.operation} request"
-            )
+        if not same_request(stored["fingerprint"], self.digest, self.operation, self._params):
+            raise key_already_used(self.key, self.operation)
         return unpack_response(stored)
 
     def remember(self, ctx: Context, response: dict[str, Any]) -> None:
@@ -222,6 +220,42 @@ class IdempotentRequest:
             **pack_response(_without_secrets(response)),
             "inserted_at": format_timestamp(ctx.now),
         })
+
+
+def same_request(
+    stored: str, digest: str, operation: str, params: Mapping[str, Any] | None
+) -> bool:
+    """Whether a stored fingerprint is that of this request (``digest``, its :func:`fingerprint`).
+
+    A fingerprint stored by an older version is compared with the digest that version made.
+    """
+    if stored.startswith(_VERSION):
+        return stored == digest
+    return stored == _legacy_fingerprint(operation, params)
+
+
+def key_already_used(key: str, operation: str) -> IdempotencyKeyAlreadyUsed:
+    """The error for ``key`` sent again with another ``operation`` request than it was first."""
+    return IdempotencyKeyAlreadyUsed(
+        f"idempotency key {key!r} was already used with a different {operation} request"
+    )
+
+
+def keep_digest(ctx: Context, record: str, scope: str, digest: str) -> None:
+    """Store a request's digest alone under the id ``record`` (made by :func:`record_id`).
+
+    For a caller that compares what it sends again with what it sent, and never answers a
+    stored response: the OTLP ingest keeps one per span. ``scope`` is the record's
+    ``operation``: a scope of the caller's own, so that no idempotency key sent to an
+    operation finds a record without a response. It is purged as the others are.
+    """
+    ctx.store.put(TABLE, {
+        "id": record,
+        "account_id": ctx.account_id,
+        "operation": scope,
+        "fingerprint": digest,
+        "inserted_at": format_timestamp(ctx.now),
+    })
 
 
 def pack_response(response: dict[str, Any]) -> dict[str, Any]:

@@ -3,17 +3,21 @@
 :func:`ingest` is what both the OTLP endpoint and the in-process exporter call. It writes
 only through :meth:`Governance.call <governance_core.service.Governance.call>` (agents,
 environments, ``agent_instances/register``, ``agent_spans/create``, ``record_quality``,
-``agent_instances/finish``), with idempotency keys derived from the OTel ids.
+``agent_instances/finish``), with ids and idempotency keys derived from the OTel ids, and
+keeps a digest of each span it stored (:func:`~governance_core.idempotency.keep_digest`).
 
 An export is written in steps (:class:`ExportSteps`), each its own store transaction, so that
 a large export never holds the store's writer for longer than one step: other writers take
 turns between steps. A step ends after a number of spans or a time, whichever comes first; a
 trace may span several steps (each span write updates its run's aggregates in its own
-transaction, so where a trace is cut changes nothing that is stored). Every write carries an
-idempotency key derived from the OTel ids, so an export sent again after it was cut short
-stores only what its earlier attempts did not: the spans they stored are found by their
-idempotency records (read a step's worth in one query, and compared with what is sent, so a
-span sent again with other content is still refused), and nothing is stored twice.
+transaction, so where a trace is cut changes nothing that is stored). Every span's id is
+derived from the OTel ids, and the span is stored with the digest of its create in the same
+transaction, so an export sent again after it was cut short stores only what its earlier
+attempts did not: the spans they stored are found by their digests (read a step's worth in
+one query, and compared with what is sent, so a span sent again with other content is still
+refused), and nothing is stored twice. A digest is all that is kept: no response of a span's
+create is ever answered again, so none is stored (a create's idempotency record keeps its
+whole response).
 
 Before each step's transaction opens, the payloads of the spans it will write are checked
 against the schema version their run has, or will have once registered (the one of the
@@ -37,7 +41,13 @@ from governance_core.domain.spans import read_unnamed
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
 from governance_core.fields import Fields
 from governance_core.idempotency import TABLE as IDEMPOTENCY_TABLE
-from governance_core.idempotency import fingerprint, record_id
+from governance_core.idempotency import (
+    fingerprint,
+    keep_digest,
+    key_already_used,
+    record_id,
+    same_request,
+)
 from governance_core.operations.agent_spans import prepare_create_for
 from governance_core.otel.idle import end_idle_runs
 from governance_core.otel.mapping import (
@@ -85,6 +95,9 @@ STEP_PAUSE_SECONDS: Final = 0.002
 """How long an export waits after each step, for a writer waiting for the store to get it."""
 _CUT_RETRY_AFTER_MS: Final = 1000
 _CREATE: Final = "agent_spans/create"
+_SPAN_DIGESTS: Final = "otel/span"
+"""The scope of the digests the ingest keeps of the spans it stored (by derived span id): its
+own, so that no idempotency key sent to ``agent_spans/create`` finds one of them."""
 # Spans whose stored idempotency records are read in one query.
 _LOOKAHEAD: Final = STEP_SPANS
 
@@ -450,23 +463,28 @@ class _Recorder:
 
         One query for many spans: an export sent again after it was cut short finds what
         its earlier attempts stored without a call per span. Empty when the caller may not
-        create spans (each call then refuses its span, as it should).
+        create spans (each call then refuses its span, as it should). A span stored before
+        the ingest kept digests of its own was stored by a create with an idempotency key,
+        whose record is read too.
         """
         if self.principal.scope not in self.governance.registry[_CREATE].scopes:
             return {}
+        account_id = self.principal.account_id
         by_record: dict[str, str] = {}
         for span in spans:
             span_id = self.span_id(run_id, span.span_id, span.trace_id, ids)
-            by_record[record_id(self.principal.account_id, _CREATE, _key(span_id))] = span_id
+            by_record[record_id(account_id, _SPAN_DIGESTS, span_id)] = span_id
+            by_record[record_id(account_id, _CREATE, _key(span_id))] = span_id
         ctx = self.governance.context(self.principal)
         store = ctx.store
         found: list[Record | None]
-        # Each create's look-ups (its key, whether its id is taken or named as a parent by
-        # another run's span) are answered from what these read for the step.
-        read_unnamed(ctx, list(by_record.values()), run_id)
+        span_ids = list(dict.fromkeys(by_record.values()))
+        # Each create's look-ups (whether its id is taken or named as a parent by another
+        # run's span) are answered from what these read for the step.
+        read_unnamed(ctx, span_ids, run_id)
         if isinstance(store, ReadAhead):
             store.read_ahead(IDEMPOTENCY_TABLE, list(by_record))
-            store.read_ahead(IDS, list(by_record.values()))
+            store.read_ahead(IDS, span_ids)
             found = [store.get(IDEMPOTENCY_TABLE, key) for key in by_record]
         else:
             found = list(store.query(IDEMPOTENCY_TABLE, [Filter("id", "in", list(by_record))]))
@@ -501,18 +519,28 @@ class _Recorder:
                 span, span_id=span_id, parent_id=parent_id, settings=self.settings,
                 declared=declared,
             )
-        create = {**members, "agent_instance_id": run_id, "idempotency_key": _key(span_id)}
+        create = {**members, "agent_instance_id": run_id}
+        digest = fingerprint(_CREATE, create)
         before = stored.get(span_id)
-        if before is not None and before == fingerprint(_CREATE, create):
-            # Stored with this very content (and its evaluations with it, in the same
-            # transaction): the calls would only replay it.
-            self.accepted += 1
+        if before is not None:
+            # Stored by an earlier export, with its evaluations (in the same transaction):
+            # accepted again if sent as it was, else refused as a create sent again with its
+            # key and other content is.
+            if same_request(before, digest, _CREATE, create):
+                self.accepted += 1
+            else:
+                refused = key_already_used(_key(span_id), _CREATE)
+                self.rejected.append(Rejection(span.trace_id, span.span_id, _describe(refused)))
             return
         try:
-            # A span and its evaluations stand or fall together: the inner block is a
-            # savepoint of the step's transaction.
+            # A span, its digest and its evaluations stand or fall together: the inner block
+            # is a savepoint of the step's transaction.
             with self.governance.transaction():
                 self.call(_CREATE, create, prepared)
+                ctx = self.governance.context(self.principal)
+                keep_digest(
+                    ctx, record_id(ctx.account_id, _SPAN_DIGESTS, span_id), _SPAN_DIGESTS, digest
+                )
                 self.record_evaluations(run_id, quality_records(span, span_id))
                 self.keep_parties(run_id, span)
         except TemporarilyUnavailable:
@@ -521,7 +549,7 @@ class _Recorder:
             self.rejected.append(Rejection(span.trace_id, span.span_id, _describe(error)))
             return
         self.accepted += 1
-        self.new += before is None
+        self.new += 1
 
     def record_evaluations(
         self, run_id: str, records: list[tuple[str, dict[str, Any]]]

@@ -25,7 +25,8 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from governance_core.clock import FixedClock
 from governance_core.context import Config, Principal
 from governance_core.encryption import PlaintextForTests
-from governance_core.errors import TemporarilyUnavailable
+from governance_core.errors import GovernanceError, TemporarilyUnavailable
+from governance_core.idempotency import record_id
 from governance_core.ids import SeededIds
 from governance_core.otel.exporter import GovernanceSpanExporter
 from governance_core.otel.ingest import (
@@ -38,7 +39,7 @@ from governance_core.otel.ingest import (
 from governance_core.otel.model import Span
 from governance_core.otel.otlp_codec import decode_protobuf
 from governance_core.service import Bootstrap, Governance
-from governance_core.storage import MemoryStore
+from governance_core.storage import Filter, MemoryStore
 from governance_core.storage.sqlite import SQLiteStore
 from governance_http.body import BodyLimits
 from governance_http.otlp import add_otlp_routes
@@ -399,3 +400,51 @@ def test_the_in_process_exporter_sends_a_cut_batch_again_and_stores_each_span_on
     )
     assert "batch recorded in part" in caplog.text
     assert "2 of its 4 spans are stored" in caplog.text
+
+
+# -- what is kept to know a span sent again -------------------------------------------------
+def test_the_ingest_keeps_a_digest_of_each_span_and_no_response(
+    gov: Governance, principal: Principal, boot: Bootstrap,
+) -> None:
+    spans = spans_of(1, 3)
+    ingest(gov, principal, spans)
+    records = gov.store.query("idempotency_keys", [Filter("operation", "eq", "otel/span")])
+    assert len(records) == 3
+    assert {frozenset(record) for record in records} == {
+        frozenset({"id", "account_id", "operation", "fingerprint", "inserted_at"})
+    }
+    # A create sent with the key the ingest derives finds none of them: it is refused as any
+    # create of an id that is taken, not answered a response nobody stored.
+    span = stored_spans(gov, principal)[0]
+    with pytest.raises(GovernanceError) as refused:
+        gov.call("agent_spans/create", {
+            "id": span["id"], "agent_instance_id": span["agent_instance_id"],
+            "schema_name": span["schema_name"], "status": "complete",
+            "idempotency_key": f"otel-{span['id']}",
+        }, token=boot.token)
+    assert refused.value.code == "conflict"
+
+
+def test_a_span_stored_with_an_idempotency_record_is_found_when_sent_again(
+    gov: Governance, principal: Principal, store: CountingStore,
+) -> None:
+    # As spans were stored before the ingest kept digests of its own: each by a create whose
+    # idempotency key the ingest derived, its record holding the create's fingerprint.
+    spans = spans_of(1, 4)
+    ingest(gov, principal, spans)
+    for record in gov.store.query("idempotency_keys", [Filter("operation", "eq", "otel/span")]):
+        [span_id] = [s["id"] for s in stored_spans(gov, principal)
+                     if record_id(principal.account_id, "otel/span", s["id"]) == record["id"]]
+        with gov.store.transaction():
+            gov.store.delete("idempotency_keys", record["id"])
+            gov.store.put("idempotency_keys", {
+                **record, "operation": "agent_spans/create",
+                "id": record_id(principal.account_id, "agent_spans/create", f"otel-{span_id}"),
+            })
+    store.committed.clear()
+    result = ingest(gov, principal, [*spans[:2], _renamed(spans[2]), spans[3]])
+    assert result.accepted == 3
+    [rejection] = result.rejected
+    assert "idempotency_key_already_used" in rejection.reason
+    assert len(stored_spans(gov, principal)) == 4 and sum(store.committed) == 0
+
