@@ -94,13 +94,17 @@ def _encrypt(ctx: Context, members: Mapping[str, SplitValues]) -> str:
     return base64.b64encode(ctx.config.cipher.encrypt(plaintext.encode())).decode("ascii")
 
 
-def keep_values(ctx: Context, owner_id: str, changes: Mapping[str, SplitValues]) -> None:
+def keep_values(
+    ctx: Context, owner_id: str, changes: Mapping[str, SplitValues], *, new_owner: bool = False
+) -> None:
     """Store the values split from members of ``owner_id``'s payloads, in the caller's write.
 
     ``changes`` maps a member name (``payload``, ``result_payload``) to its values; a member
     given replaces what was kept for it (an empty map forgets it), others are left alone.
+    ``new_owner``: the owner is created by this very write (its id just claimed, and owners
+    are never deleted), so nothing is kept for it yet and nothing is looked up.
     """
-    record = _find(ctx, owner_id)
+    record = None if new_owner else _find(ctx, owner_id)
     members = {} if record is None else _decrypt(ctx, record)
     updated = {**members, **changes}
     updated = {member: values for member, values in updated.items() if values}

@@ -125,7 +125,7 @@ def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
         ctx, instance, span, record=record, rollups=span_rollups(ctx, instance),
     )
     if new.sensitive_encoding:
-        keep_values(ctx, span.id, new.kept)
+        keep_values(ctx, span.id, new.kept, new_owner=True)
     rulesets = write_rulesets(ctx)
     stored = raise_if_critical(ctx, stored, record, schema_version, entry, agent, rulesets)
     batch = batch_of(ctx)

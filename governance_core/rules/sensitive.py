@@ -90,7 +90,9 @@ def _split(
     errors: FieldErrors,
     field: str,
 ) -> object:
-    if isinstance(node, Mapping):
+    kind = type(node)
+    if kind is dict or (kind not in _SCALARS and isinstance(node, Mapping)):
+        assert isinstance(node, Mapping)
         if MARKER_KEY in node:
             problem = _check_marker(node)
             if problem is not None:
@@ -98,14 +100,26 @@ def _split(
                 return dict(node)
             values[json_pointer(path)] = node["value"]
             return {key: value for key, value in node.items() if key != "value"}
+        # Scalars, most members, are taken as they are without a call (this runs on every
+        # member of every payload written).
         return {
-            key: _split(value, (*path, key), values, errors, field) for key, value in node.items()
+            key: value if type(value) in _SCALARS
+            else _split(value, (*path, key), values, errors, field)
+            for key, value in node.items()
         }
-    if isinstance(node, (list, tuple)):
+    if kind is list or kind is tuple or (
+        kind not in _SCALARS and isinstance(node, (list, tuple))
+    ):
+        assert isinstance(node, (list, tuple))
         return [
-            _split(item, (*path, index), values, errors, field) for index, item in enumerate(node)
+            item if type(item) in _SCALARS
+            else _split(item, (*path, index), values, errors, field)
+            for index, item in enumerate(node)
         ]
     return node
+
+
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def restore_sensitive(redacted: object, values: Mapping[str, object]) -> object:

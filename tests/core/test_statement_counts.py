@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
 from governance_core.ids import extract_partition
 from governance_core.service import Governance
 from governance_core.storage import SQLiteStore
@@ -66,7 +68,7 @@ def statements(store: SQLiteStore) -> Iterator[list[str]]:
 
 
 def _run() -> tuple[Governance, str, str]:
-    gov = Governance(SQLiteStore(":memory:"))
+    gov = Governance(SQLiteStore(":memory:"), config=Config(cipher=PlaintextForTests()))
     token = gov.bootstrap().token
     agent = gov.call("agents/create", {"name": "counted"}, token=token)["details"]
     instance = gov.call("agent_instances/register", {
@@ -164,3 +166,16 @@ def test_a_span_with_its_own_id_and_a_parent_to_come_reads_each_id_once() -> Non
     assert seen.count("SELECT agent_spans") == 2
     assert seen.count("SELECT ids") == 2
     assert len(seen) <= 20, seen
+
+
+def test_a_new_spans_sensitive_values_are_stored_without_a_look_up() -> None:
+    # Its id was just claimed, and nothing is kept for an id before its owner exists.
+    gov, token, instance = _run()
+    assert isinstance(gov.store, SQLiteStore)
+    marked = span(instance, 1)
+    marked["sensitive_encoding"] = True
+    marked["payload"]["prompt"] = {"$sensitive": "string", "value": "hello"}
+    with statements(gov.store) as seen:
+        gov.call("agent_spans/create", marked, token=token)
+    assert "INSERT sensitive_values" in seen
+    assert "SELECT sensitive_values" not in seen

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -214,3 +215,14 @@ def test_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         cipher_from_key("any-key")
     with pytest.raises(ImportError, match="encryption"):
         generate_key()
+
+
+def test_markers_inside_other_mappings_and_list_types_are_split() -> None:
+    class Items(list[object]):
+        pass
+
+    secret = {"$sensitive": "string", "value": "s"}
+    payload = MappingProxyType({"a": Items([1, secret]), "b": (secret,)})
+    redacted, values = split_sensitive(payload, "payload")
+    assert values == {"/a/1": "s", "/b/0": "s"}
+    assert redacted == {"a": [1, {"$sensitive": "string"}], "b": [{"$sensitive": "string"}]}
