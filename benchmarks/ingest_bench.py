@@ -41,7 +41,7 @@ SCHEMA = {
         }
     ]
 }
-GOALS = {"single": 0.3, "bulk": 0.15, "show": 1.5}
+GOALS = {"single": 0.5, "bulk": 0.3, "show": 1.5}
 BATCH = 100
 
 
