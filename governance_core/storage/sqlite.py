@@ -72,18 +72,27 @@ _JSON_TYPES: dict[ColumnType, tuple[str, ...]] = {
 }
 _OPS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+# How many rows of one query a write transaction keeps the column values of (see _Link).
+_REMEMBERED_ROWS = 512
 # The data of an id's entry, whose members its columns hold (see _Layout).
 _LEAN_ID = '{"id":null,"kind":null,"account_id":null}'
 
 
 class _Link:
-    """One connection and how deeply its user is nested in transactions."""
+    """One connection, how deeply its user is nested in transactions, and the rows it holds.
 
-    __slots__ = ("conn", "depth")
+    ``stored`` has the column values (``id`` first) of the rows the write transaction under
+    way has read or written, by table and id: a rewrite of one of them sets only the columns
+    that changed (see :meth:`SQLiteStore.write_prepared`). It is emptied as a transaction
+    begins and ends, and when a savepoint is rolled back.
+    """
+
+    __slots__ = ("conn", "depth", "stored")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.depth = 0
+        self.stored: dict[tuple[str, str], Sequence[Any]] = {}
 
 
 class _Lending:
@@ -205,6 +214,7 @@ class SQLiteStore:
             savepoint = f"nested_{link.depth}"
             if outermost:
                 self._begin(link.conn)
+                link.stored.clear()
             else:
                 link.conn.execute(f"SAVEPOINT {savepoint}")
             link.depth += 1
@@ -219,11 +229,15 @@ class SQLiteStore:
                     else:
                         link.conn.execute(f"ROLLBACK TO {savepoint}")
                         link.conn.execute(f"RELEASE {savepoint}")
+                # What the savepoint wrote is gone: rows are read again before a rewrite.
+                link.stored.clear()
                 raise
             finally:
                 link.depth -= 1
-                if outermost and self._shared is None:
-                    self._writer.release()
+                if outermost:
+                    link.stored.clear()
+                    if self._shared is None:
+                        self._writer.release()
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         """``BEGIN IMMEDIATE``, once first in the file's :class:`WriterQueue`.
@@ -263,6 +277,8 @@ class SQLiteStore:
         with self._use() as link:
             cursor = self._execute(link.conn, link.depth, layout.get, (record_id,))
             row = cursor.fetchone()
+            if row is not None and link.depth:
+                link.stored[(table, record_id)] = row[1:]
         return None if row is None else layout.record(row)
 
     def put(self, table: str, record: Record) -> None:
@@ -280,7 +296,13 @@ class SQLiteStore:
         return values
 
     def write_prepared(self, table: str, prepared: Sequence[list[Any]]) -> None:
-        """Write prepared records in order, many to a statement (see :meth:`put`)."""
+        """Write prepared records in order, many to a statement (see :meth:`put`).
+
+        Inside a transaction, a record whose row the transaction has read or written is
+        rewritten by an ``UPDATE`` of its JSON and of the columns that changed only: SQLite
+        rewrites an index whenever a statement sets one of its columns, even to the value it
+        holds, and each index is a page more the commit writes (a span's run has 15).
+        """
         upsert, otherwise = self._put_sql[table]
         with self._use() as link:
             conn, depth = link.conn, link.depth
@@ -289,6 +311,13 @@ class SQLiteStore:
                 with self.transaction():
                     self.write_prepared(table, prepared)
                 return
+            if depth:
+                prepared = self._rewrite_known(link, table, prepared)
+                if len(link.stored) > _REMEMBERED_ROWS * 8:
+                    link.stored.clear()
+                link.stored.update(((table, values[0]), values[:-1]) for values in prepared)
+                if not prepared:
+                    return
             if len(prepared) == 1:
                 changed = self._execute(conn, depth, upsert, prepared[0]).rowcount
             else:
@@ -301,10 +330,30 @@ class SQLiteStore:
                 else:
                     conn.executemany(otherwise, prepared)
 
+    def _rewrite_known(
+        self, link: _Link, table: str, prepared: Sequence[list[Any]]
+    ) -> Sequence[list[Any]]:
+        """Rewrite the records whose rows ``link`` holds; the others, to write as new."""
+        if not link.stored:
+            return prepared
+        layout = self._layouts[table]
+        others: list[list[Any]] = []
+        for values in prepared:
+            old = link.stored.get((table, values[0]))
+            changed = None if old is None else layout.changed(values, old)
+            if changed is None or not link.conn.execute(
+                layout.update_sql(changed), layout.update_params(values, changed)
+            ).rowcount:
+                others.append(values)
+            else:
+                link.stored[(table, values[0])] = values[:-1]
+        return others
+
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""
         check_key(table, record_id)
         with self._use() as link:
+            link.stored.pop((table, record_id), None)
             cursor = self._execute(
                 link.conn, link.depth, f"DELETE FROM [{table}] WHERE id = ?", (record_id,)
             )
@@ -330,6 +379,8 @@ class SQLiteStore:
             params += [-1 if limit is None else limit, offset]
         with self._use() as link:
             rows = self._execute(link.conn, link.depth, sql, params).fetchall()
+            if link.depth and len(rows) <= _REMEMBERED_ROWS:
+                link.stored.update(((table, row[1]), row[1:]) for row in rows)
         return [layout.record(row) for row in rows]
 
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
@@ -496,15 +547,41 @@ class _Layout:
     them).
     """
 
-    __slots__ = ("_held", "get", "selected")
+    __slots__ = ("_held", "_name", "_updates", "get", "selected")
 
     def __init__(self, table: Table) -> None:
         columns = [("id", str), *((c.name, _SQL_TYPES[c.type]) for c in table.columns)]
         # Each column's position in column_values and in a row (after data), and the one
         # type of value it gives back as written (a bool in an integer column comes back 1).
         self._held = tuple((index, name, kind) for index, (name, kind) in enumerate(columns))
+        self._name = table.name
+        self._updates: dict[tuple[int, ...], str] = {}
         self.selected = ", ".join(["data", *(f"[{name}]" for name, _ in columns)])
         self.get = f"SELECT {self.selected} FROM [{table.name}] WHERE id = ?"
+
+    def changed(self, values: Sequence[Any], old: Sequence[Any]) -> tuple[int, ...]:
+        """The positions of the declared columns whose value ``values`` changes from ``old``."""
+        return tuple(
+            index for index in range(1, len(old))
+            if not (values[index] is old[index] or (
+                type(values[index]) is type(old[index]) and values[index] == old[index]
+            ))
+        )
+
+    def update_sql(self, changed: tuple[int, ...]) -> str:
+        """The ``UPDATE`` of a row's JSON and of the columns at ``changed``, by id."""
+        sql = self._updates.get(changed)
+        if sql is None:
+            sets = "".join(f", [{self._held[index][1]}] = ?" for index in changed)
+            sql = self._updates[changed] = (
+                f"UPDATE [{self._name}] SET [data] = ?{sets} WHERE [id] = ?"
+            )
+        return sql
+
+    @staticmethod
+    def update_params(values: Sequence[Any], changed: tuple[int, ...]) -> list[Any]:
+        """The parameters of :meth:`update_sql` for the prepared ``values``."""
+        return [values[-1], *(values[index] for index in changed), values[0]]
 
     def lean(self, record: Record, values: Sequence[Any]) -> Record:
         """``record`` with the members its columns hold as they are set to ``None``."""

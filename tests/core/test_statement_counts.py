@@ -55,7 +55,7 @@ def statements(store: SQLiteStore) -> Iterator[list[str]]:
             return
         last[0] = sql
         verb = sql.split()[0].upper()
-        table = re.search(r"(?:FROM|INTO)\s+\[(\w+)\]", sql)
+        table = re.search(r"(?:FROM|INTO|UPDATE)\s+\[(\w+)\]", sql)
         seen.append(f"{verb} {table.group(1)}" if table else verb)
 
     with store._use() as link:
@@ -97,11 +97,11 @@ def test_a_span_create_runs_the_statements_its_rules_need() -> None:
         # run_models (the trends page's per-model sums) follows, its tokens being in that
         # table's one index (so the full upsert at once).
         "INSERT run_models",
-        # The span's usage moved the run's total_cost, which an index of runs holds (the
-        # console's plots read it from there): the upsert that leaves indexes alone changes
-        # nothing, and the full one follows.
-        "INSERT agent_instances", "INSERT agent_instances",
-        "SELECT agents", "INSERT agents",
+        # The run and the agent were read in this transaction: each is rewritten by one
+        # UPDATE of its JSON and of the columns that changed, so only the indexes holding
+        # those (the run's total_cost, which the console's plots read) are rewritten.
+        "UPDATE agent_instances",
+        "SELECT agents", "UPDATE agents",
         "SELECT risk_profiles",
         "INSERT idempotency_keys",
         # Detective mode: the account's live policies (their count and versions; none here,
@@ -127,17 +127,20 @@ def test_a_bulk_request_commits_once_and_writes_its_items_together() -> None:
     # The items' idempotency records are looked up together, before the first item runs.
     assert seen.count("SELECT idempotency_keys") == 1
     # Everything the items wrote is written together, after every read.
-    writes = [index for index, statement in enumerate(seen) if statement.startswith("INSERT")]
+    writes = [
+        index for index, statement in enumerate(seen)
+        if statement.startswith(("INSERT", "UPDATE"))
+    ]
     reads = [index for index, statement in enumerate(seen) if statement.startswith("SELECT")]
     assert max(reads) < min(writes)
-    # The run is read and rewritten once for the whole request, however many spans move it;
-    # when an indexed field of it moved (its cost or risk level), the cheap upsert that leaves
-    # indexes alone changes nothing and the full one follows.
+    # The run is read and rewritten once for the whole request, however many spans move it:
+    # one UPDATE of the columns that changed (its cost moved, which indexes hold).
     after = gov.store.get("agent_instances", instance)
     assert before is not None and after is not None
-    moved = any(before[name] != after[name] for name in ("total_cost", "risk_level"))
+    assert before["total_cost"] != after["total_cost"]
     assert seen.count("SELECT agent_instances") == 1
-    assert seen.count("INSERT agent_instances") == 1 + moved
+    assert seen.count("UPDATE agent_instances") == 1
+    assert "INSERT agent_instances" not in seen
 
 
 def test_a_child_span_reads_its_parent_once() -> None:

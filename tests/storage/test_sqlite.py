@@ -230,6 +230,62 @@ def test_an_older_file_keeps_the_values_of_columns_no_longer_declared(path: Path
     store.close()
 
 
+# -- rewrites: only what changed ---------------------------------------------------------------
+def _traced(store: SQLiteStore) -> list[str]:
+    seen: list[str] = []
+    with store._use() as link:
+        link.conn.set_trace_callback(seen.append)
+    return seen
+
+
+def test_a_row_read_in_the_transaction_is_rewritten_by_its_changed_columns_alone(
+    store: SQLiteStore,
+) -> None:
+    store.put("agent_instances", {"id": "r1", "status": "running", "total_cost": 1.0})
+    seen = _traced(store)
+    with store.transaction():
+        run = store.get("agent_instances", "r1")
+        assert run is not None
+        store.put("agent_instances", {**run, "total_cost": 2.5, "label": "x"})
+        store.put("agent_instances", {**run, "total_cost": 2.5, "label": "y"})
+    updates = [sql for sql in seen if sql.startswith("UPDATE")]
+    assert len(updates) == 2 and not any(sql.startswith("INSERT") for sql in seen)
+    # The first sets the JSON and the cost; the second (the cost as the first left it) the
+    # JSON alone: no index of an unchanged column is rewritten.
+    assert "[total_cost] = 2.5" in updates[0] and "[status]" not in updates[0]
+    assert "[total_cost]" not in updates[1]
+    assert store.get("agent_instances", "r1") == {
+        "id": "r1", "status": "running", "total_cost": 2.5, "label": "y"
+    }
+
+
+def test_a_rewrite_after_a_savepoint_was_rolled_back_writes_what_is_stored(
+    store: SQLiteStore,
+) -> None:
+    store.put("agents", {"id": "g1", "name": "one", "status": "active"})
+    with store.transaction():
+        agent = store.get("agents", "g1")
+        assert agent is not None
+        with pytest.raises(RuntimeError), store.transaction():
+            store.put("agents", {**agent, "status": "retired"})
+            raise RuntimeError("taken back")
+        # The same value again: the column holds the one from before the savepoint.
+        store.put("agents", {**agent, "status": "retired", "name": "renamed"})
+    assert store.get("agents", "g1") == {"id": "g1", "name": "renamed", "status": "retired"}
+    assert [r["id"] for r in store.query("agents", [Filter("status", "eq", "retired")])] == ["g1"]
+
+
+def test_a_row_gone_since_it_was_read_is_written_again(store: SQLiteStore) -> None:
+    store.put("agents", {"id": "g1", "account_id": "a1"})
+    with store.transaction():
+        entry = store.get("ids", "g1")
+        assert entry is not None
+        # Its resource's delete takes the id's entry with it, through a trigger.
+        store.delete("agents", "g1")
+        store.put("ids", entry)
+    assert store.get("ids", "g1") == {"id": "g1", "kind": "agent", "account_id": "a1"}
+
+
 def _plan(raw: sqlite3.Connection, where: str) -> str:
     sql = f"EXPLAIN QUERY PLAN SELECT id FROM agent_spans WHERE {where} ORDER BY started_at"
     return " ".join(str(row) for row in raw.execute(sql))
