@@ -210,11 +210,14 @@ class PreparedChecks:
     ``alert_schemas``) and name, to what its checks give the span written for it
     (:func:`span_checks`, :func:`system_checks`). They hold for a run registered with
     ``schema_version_id`` only: the write asks :meth:`for_run` with the run it read in its
-    transaction, and checks the payloads itself when that answers None.
+    transaction, and checks the payloads itself when that answers None. ``parsed`` is what
+    the operation read from its parameters to make them (whatever the run), for it to take
+    again rather than read them twice; None when it keeps nothing.
     """
 
     schema_version_id: str
     derived: Mapping[tuple[str, str], dict[str, Any]]
+    parsed: object = None
 
     def for_run(self, instance: Record, group: str, name: str) -> dict[str, Any] | None:
         """What the checks of entry ``name`` of ``group`` give a span of the run ``instance``.

@@ -158,10 +158,18 @@ def load_span(ctx: Context, span_id: object) -> Record:
     return record
 
 
-def _payloads(
-    fields: Fields,
-) -> tuple[dict[str, Any], dict[str, Any] | None, bool, dict[str, SplitValues]]:
-    """The create's payload and result as stored, ``sensitive_encoding``, the values split out."""
+@attrs.frozen
+class _Payloads:
+    """A create's payload and result as stored, ``sensitive_encoding``, the values split out."""
+
+    payload: dict[str, Any]
+    result_payload: dict[str, Any] | None
+    sensitive: bool
+    kept: dict[str, SplitValues]
+
+
+def _payloads(fields: Fields) -> _Payloads:
+    """The create's payloads read from ``fields`` (problems go to ``fields.errors``)."""
     payload = fields.object("payload") or {}
     result_payload = fields.object("result_payload")
     sensitive = fields.bool("sensitive_encoding")
@@ -171,22 +179,26 @@ def _payloads(
         result_payload, kept["result_payload"] = split_member(
             fields, "result_payload", result_payload
         )
-    return payload, result_payload, sensitive, kept
+    return _Payloads(payload, result_payload, sensitive, kept)
 
 
 def _create_checks(
     ctx: Context, fields: Fields
-) -> Callable[[Record], dict[tuple[str, str], dict[str, Any]]] | None:
-    """What a create's checks are, given its run's schema version; None if a member is bad."""
+) -> tuple[Callable[[Record], dict[tuple[str, str], dict[str, Any]]], _Payloads] | None:
+    """What a create's checks are, given its run's schema version, and its payloads as read.
+
+    None if a member is bad.
+    """
     schema_name = fields.str("schema_name", required=True, max_length=NAME_MAX)
-    payload, result_payload, _, _ = _payloads(fields)
+    payloads = _payloads(fields)
     if fields.errors or schema_name is None:
         return None
     return lambda schema_version: {
         (SPAN_TYPES, schema_name): span_checks(
-            prepared_span_type(ctx, schema_version, schema_name), payload, result_payload
+            prepared_span_type(ctx, schema_version, schema_name), payloads.payload,
+            payloads.result_payload,
         ),
-    }
+    }, payloads
 
 
 def prepare_create(ctx: Context, fields: Fields) -> PreparedChecks | None:
@@ -197,10 +209,12 @@ def prepare_create(ctx: Context, fields: Fields) -> PreparedChecks | None:
     the run is not the caller's.
     """
     instance_id = fields.id("agent_instance_id", required=True)
-    checks = _create_checks(ctx, fields)
-    if instance_id is None or checks is None:
+    made = _create_checks(ctx, fields)
+    if instance_id is None or made is None:
         return None
-    return prepare_checks(ctx, instance_id, checks)
+    checks, payloads = made
+    prepared = prepare_checks(ctx, instance_id, checks)
+    return None if prepared is None else attrs.evolve(prepared, parsed=payloads)
 
 
 def prepare_create_for(
@@ -211,8 +225,11 @@ def prepare_create_for(
     For a caller that knows the schema version of a run it has not registered yet (it will
     be, in the create's transaction): the create uses the checks only if the run has it.
     """
-    checks = _create_checks(ctx, fields)
-    return None if checks is None else PreparedChecks(schema_version["id"], checks(schema_version))
+    made = _create_checks(ctx, fields)
+    if made is None:
+        return None
+    checks, payloads = made
+    return PreparedChecks(schema_version["id"], checks(schema_version), payloads)
 
 
 @operation(
@@ -228,7 +245,12 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     asked = fields.str("status", required=True, choices=SPAN_CREATE_STATES)
     # Quality and alert spans are written by the system only.
     fields.str("purpose", choices=(ACTIVITY,))
-    payload, result_payload, sensitive, kept = _payloads(fields)
+    prepared = ctx.prepared if isinstance(ctx.prepared, PreparedChecks) else None
+    # Prepared from these very parameters, which then held no bad member: read once.
+    payloads = (
+        prepared.parsed if prepared is not None and isinstance(prepared.parsed, _Payloads)
+        else _payloads(fields)
+    )
     started_at = fields.timestamp("started_at") or ctx.now
     finished_at = fields.timestamp("finished_at")
     parent = spans.stored_parent(ctx, parent_id)
@@ -253,9 +275,10 @@ def create_span(ctx: Context, fields: Fields) -> dict[str, Any]:
     assert instance is not None and schema_name is not None
     written = spans.create_span(ctx, spans.NewSpan(
         instance=instance, id=claim_id(ctx, requested), schema_name=schema_name,
-        status=status, started_at=started_at, finished_at=finished_at, payload=payload,
-        result_payload=result_payload, parent_span_id=parent_id, sensitive_encoding=sensitive,
-        kept=kept, prepared=ctx.prepared if isinstance(ctx.prepared, PreparedChecks) else None,
+        status=status, started_at=started_at, finished_at=finished_at,
+        payload=payloads.payload, result_payload=payloads.result_payload,
+        parent_span_id=parent_id, sensitive_encoding=payloads.sensitive, kept=payloads.kept,
+        prepared=prepared,
     ))
     details = span_details(ctx, written.span, SpanView(), written.span_type)
     return ready_envelope(details, **control(written.instance))
