@@ -112,6 +112,7 @@ def bench(session: nox.Session) -> None:
         "benchmarks/slow_body_bench.py",
         "benchmarks/otlp_concurrency_bench.py",
         "benchmarks/otlp_overload_bench.py",
+        "benchmarks/otlp_store_bench.py",
         "benchmarks/delivery_bench.py",
         "benchmarks/rekey_bench.py",
     ):
