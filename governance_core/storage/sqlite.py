@@ -12,6 +12,7 @@ busy or locked database becomes :class:`~governance_core.errors.TemporarilyUnava
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import sqlite3
 import threading
@@ -560,7 +561,10 @@ class _Layout:
         self.get = f"SELECT {self.selected} FROM [{table.name}] WHERE id = ?"
 
     def changed(self, values: Sequence[Any], old: Sequence[Any]) -> tuple[int, ...]:
-        """The positions of the declared columns whose value ``values`` changes from ``old``."""
+        """The positions of the declared columns whose value ``values`` changes from ``old``.
+
+        A value of another type (``True`` for a stored 1) counts as changed.
+        """
         return tuple(
             index for index in range(1, len(old))
             if not (values[index] is old[index] or (
@@ -587,7 +591,7 @@ class _Layout:
         """``record`` with the members its columns hold as they are set to ``None``."""
         lean = record
         for index, name, kind in self._held:
-            if type(values[index]) is kind:
+            if type(values[index]) is kind and not _negative_zero(values[index]):
                 if lean is record:
                     lean = dict(record)
                 lean[name] = None
@@ -603,6 +607,11 @@ class _Layout:
             if value is not None and name in record and record[name] is None:
                 record[name] = value
         return record
+
+
+def _negative_zero(value: object) -> bool:
+    # SQLite keeps a REAL that holds an integer as the integer: -0.0 comes back as 0.0.
+    return type(value) is float and value == 0.0 and math.copysign(1.0, value) < 0
 
 
 def _put_sql(table: Table) -> tuple[str, str | None]:

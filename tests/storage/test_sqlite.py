@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from governance_core.errors import TemporarilyUnavailable
 from governance_core.storage import Filter, SortKey, SQLiteStore, Store
@@ -228,6 +230,60 @@ def test_an_older_file_keeps_the_values_of_columns_no_longer_declared(path: Path
     store.put("agents", {"id": "g2", "account_id": "a1"})
     assert _data(path, "ids", "g2") == {"id": None, "kind": None, "account_id": None}
     store.close()
+
+
+_COLUMN_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**53), 2**53),
+    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=3),
+)
+
+
+def _exactly(value: Any) -> Any:
+    """``value`` with its type and a float's sign made visible to ``==``."""
+    if isinstance(value, dict):
+        return {key: _exactly(item) for key, item in value.items()}
+    if isinstance(value, float):
+        return (float, repr(value))
+    return (type(value), value)
+
+
+@settings(max_examples=60, deadline=None)
+@example(first={"total_cost": -0.0}, second={"total_cost": 0.0})
+@example(first={"total_cost": 0.0}, second={"total_cost": -0.0})
+@example(first={"duration_ms": 1}, second={"duration_ms": True})
+@given(
+    first=st.fixed_dictionaries({}, optional={
+        "status": st.text(max_size=3), "total_cost": _COLUMN_VALUES,
+        "duration_ms": st.integers(-(2**53), 2**53) | st.booleans(), "note": _COLUMN_VALUES,
+    }),
+    second=st.fixed_dictionaries({}, optional={
+        "status": st.text(max_size=3), "total_cost": _COLUMN_VALUES,
+        "duration_ms": st.integers(-(2**53), 2**53) | st.booleans(), "note": _COLUMN_VALUES,
+    }),
+)
+def test_a_record_reads_back_exactly_as_it_was_put_and_rewritten(
+    first: dict[str, Any], second: dict[str, Any]
+) -> None:
+    store = SQLiteStore(":memory:")
+    try:
+        run = {"id": "r1", **first}
+        rewritten = {"id": "r1", **second}
+        try:
+            store.put("agent_instances", run)
+        except ValueError:
+            return  # a value its column cannot hold (a float in an integer column) is refused
+        assert _exactly(store.get("agent_instances", "r1")) == _exactly(run)
+        with store.transaction():
+            assert store.get("agent_instances", "r1") is not None
+            try:
+                store.put("agent_instances", rewritten)
+            except ValueError:
+                rewritten = run
+        read = store.get("agent_instances", "r1")
+        assert _exactly(read) == _exactly(rewritten)
+        assert list(read or {}) == list(rewritten)
+    finally:
+        store.close()
 
 
 # -- rewrites: only what changed ---------------------------------------------------------------
