@@ -212,14 +212,8 @@ class IdempotentRequest:
 
     def remember(self, ctx: Context, response: dict[str, Any]) -> None:
         """Store a successful response under the key, without the secrets it shows once."""
-        ctx.store.put(TABLE, {
-            "id": self.record_id,
-            "account_id": ctx.account_id,
-            "operation": self.operation,
-            "fingerprint": self.digest,
-            **pack_response(_without_secrets(response)),
-            "inserted_at": format_timestamp(ctx.now),
-        })
+        _keep(ctx, self.record_id, self.operation, self.digest,
+              pack_response(_without_secrets(response)))
 
 
 def same_request(
@@ -241,19 +235,27 @@ def key_already_used(key: str, operation: str) -> IdempotencyKeyAlreadyUsed:
     )
 
 
-def keep_digest(ctx: Context, record: str, scope: str, digest: str) -> None:
-    """Store a request's digest alone under the id ``record`` (made by :func:`record_id`).
+def keep_digest(ctx: Context, scope: str, key: str, digest: str) -> None:
+    """Store a request's digest alone under ``key`` (its record id is :func:`record_id`'s).
 
     For a caller that compares what it sends again with what it sent, and never answers a
-    stored response: the OTLP ingest keeps one per span. ``scope`` is the record's
-    ``operation``: a scope of the caller's own, so that no idempotency key sent to an
+    stored response: the OTLP ingest keeps one per span. ``scope`` stands where a record
+    names its operation: a scope of the caller's own, so that no idempotency key sent to an
     operation finds a record without a response. It is purged as the others are.
     """
+    _keep(ctx, record_id(ctx.account_id, scope, key), scope, digest, {})
+
+
+def _keep(
+    ctx: Context, record: str, operation: str, digest: str, response: dict[str, Any]
+) -> None:
+    """Store the record ``record`` of a request: its digest and what it keeps of its response."""
     ctx.store.put(TABLE, {
         "id": record,
         "account_id": ctx.account_id,
-        "operation": scope,
+        "operation": operation,
         "fingerprint": digest,
+        **response,
         "inserted_at": format_timestamp(ctx.now),
     })
 

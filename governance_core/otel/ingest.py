@@ -537,9 +537,8 @@ class _Recorder:
             # is a savepoint of the step's transaction.
             with self.governance.transaction():
                 self.call(_CREATE, create, prepared)
-                ctx = self.governance.context(self.principal)
                 keep_digest(
-                    ctx, record_id(ctx.account_id, _SPAN_DIGESTS, span_id), _SPAN_DIGESTS, digest
+                    self.governance.context(self.principal), _SPAN_DIGESTS, span_id, digest
                 )
                 self.record_evaluations(run_id, quality_records(span, span_id))
                 self.keep_parties(run_id, span)

@@ -12,7 +12,6 @@ busy or locked database becomes :class:`~governance_core.errors.TemporarilyUnava
 from __future__ import annotations
 
 import contextlib
-import math
 import random
 import sqlite3
 import threading
@@ -20,6 +19,7 @@ import time
 import weakref
 from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from contextlib import contextmanager
+from math import copysign
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -591,10 +591,15 @@ class _Layout:
         """``record`` with the members its columns hold as they are set to ``None``."""
         lean = record
         for index, name, kind in self._held:
-            if type(values[index]) is kind and not _negative_zero(values[index]):
-                if lean is record:
-                    lean = dict(record)
-                lean[name] = None
+            value = values[index]
+            # SQLite keeps a REAL that holds an integer as the integer: -0.0 comes back 0.0.
+            if type(value) is not kind or (
+                type(value) is float and not value and copysign(1.0, value) < 0
+            ):
+                continue
+            if lean is record:
+                lean = dict(record)
+            lean[name] = None
         return lean
 
     def record(self, row: Sequence[Any]) -> Record:
@@ -607,11 +612,6 @@ class _Layout:
             if value is not None and name in record and record[name] is None:
                 record[name] = value
         return record
-
-
-def _negative_zero(value: object) -> bool:
-    # SQLite keeps a REAL that holds an integer as the integer: -0.0 comes back as 0.0.
-    return type(value) is float and value == 0.0 and math.copysign(1.0, value) < 0
 
 
 def _put_sql(table: Table) -> tuple[str, str | None]:
