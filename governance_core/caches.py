@@ -18,12 +18,13 @@ from collections.abc import Callable, Hashable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from governance_core.models.records import Record
 from governance_core.rate_limits import FailedAttempts
-from governance_core.storage.protocol import Record, Store
 
 if TYPE_CHECKING:
     from governance_core.context import KnownToken
     from governance_core.domain.runs import SpanType
+    from governance_core.repository import RecordTable
     from governance_core.rules.risk import Ruleset
 
 __all__ = ["BoundedCache", "Caches"]
@@ -79,8 +80,6 @@ class Caches:
         # Failed attempts to present a credential, by address and by credential.
         self.failed_attempts = FailedAttempts()
 
-    def schema_version(self, store: Store, schema_version_id: str) -> Record | None:
-        """The stored schema version ``schema_version_id`` (read once; it never changes)."""
-        return self._schema_versions.get(
-            schema_version_id, lambda: store.get("agent_schema_versions", schema_version_id)
-        )
+    def schema_version(self, table: RecordTable, schema_version_id: str) -> Record | None:
+        """The schema version ``schema_version_id`` of ``table``, read once (it never changes)."""
+        return self._schema_versions.get(schema_version_id, lambda: table.get(schema_version_id))

@@ -24,8 +24,9 @@ import attrs
 from governance_core.clock import format_timestamp, parse_timestamp
 from governance_core.context import Principal
 from governance_core.errors import NotPermitted
+from governance_core.repository import Filter, SortKey, Tables
 from governance_core.service import Governance, Session
-from governance_core.storage.protocol import Filter, SortKey, Store
+from governance_core.storage.protocol import Store
 
 __all__ = ["SESSION_LIFETIME", "ConsoleSession", "ConsoleSessions", "Ticket"]
 
@@ -35,8 +36,6 @@ SESSION_LIFETIME = timedelta(hours=12)
 PURGE_BATCH = 100
 """How many expired sessions a sign-in deletes on its way (sessions also end on their next use)."""
 
-SESSIONS = "console_sessions"
-SECRETS = "console_secrets"
 SIGNING = "session_signing"
 
 
@@ -77,23 +76,27 @@ class ConsoleSessions:
     def _store(self) -> Store:
         return self.governance.store
 
+    @property
+    def _tables(self) -> Tables:
+        return self.governance.tables
+
     def _key(self) -> bytes:
         """The signing key, made once per store; the oldest one wins a race between servers."""
-        found = self._store.query(SECRETS, [Filter("purpose", "eq", SIGNING)], limit=1)
+        kept = self._tables.console_secrets
+        signing = [Filter("purpose", "eq", SIGNING)]
+        found = kept.query(signing, limit=1)
         if not found:
             now = self.governance.clock()
             with self._store.transaction():
-                if not self._store.query(SECRETS, [Filter("purpose", "eq", SIGNING)], limit=1):
-                    self._store.put(SECRETS, {
+                if not kept.query(signing, limit=1):
+                    kept.put({
                         "id": self.governance.ids.new(0, now),
                         "account_id": "",
                         "inserted_at": format_timestamp(now),
                         "purpose": SIGNING,
                         "secret": secrets.token_urlsafe(32),
                     })
-            found = self._store.query(
-                SECRETS, [Filter("purpose", "eq", SIGNING)], sort=[SortKey("id")], limit=1
-            )
+            found = kept.query(signing, sort=[SortKey("id")], limit=1)
         return str(found[0]["secret"]).encode()
 
     def _sign(self, key: bytes, text: str) -> str:
@@ -112,13 +115,13 @@ class ConsoleSessions:
         expires_at = now + self.lifetime
         session_id = self.governance.ids.new(principal.partition, now)
         nonce = secrets.token_urlsafe(24)
-        expired = self._store.query(
-            SESSIONS, [Filter("expires_at", "le", format_timestamp(now))], limit=PURGE_BATCH
+        expired = self._tables.console_sessions.query(
+            [Filter("expires_at", "le", format_timestamp(now))], limit=PURGE_BATCH
         )
         with self._store.transaction():
             for record in expired:
-                self._store.delete(SESSIONS, record["id"])
-            self._store.put(SESSIONS, {
+                self._tables.console_sessions.delete(record["id"])
+            self._tables.console_sessions.put({
                 "id": session_id,
                 "account_id": principal.account_id,
                 "inserted_at": format_timestamp(now),
@@ -149,7 +152,7 @@ class ConsoleSessions:
         expected = self._sign(key, f"{session_id}.{nonce}")
         if not hmac.compare_digest(signature.encode(), expected.encode()):
             return None
-        record = self._store.get(SESSIONS, session_id)
+        record = self._tables.console_sessions.get(session_id)
         if record is None or not hmac.compare_digest(record["nonce_hash"], _digest(nonce)):
             return None
         now = self.governance.clock()
@@ -157,19 +160,19 @@ class ConsoleSessions:
         principal = self._principal(record["token_id"], now) if expires_at > now else None
         if principal is None:
             with self._store.transaction():
-                self._store.delete(SESSIONS, session_id)
+                self._tables.console_sessions.delete(session_id)
             return None
         csrf = self._sign(key, f"csrf.{session_id}")
         return ConsoleSession(session_id, principal, expires_at, csrf)
 
     def _principal(self, token_id: str, now: datetime) -> Principal | None:
         """The caller of a session's token while it is active and unexpired."""
-        token = self._store.get("api_tokens", token_id)
+        token = self._tables.api_tokens.get(token_id)
         if token is None or token["status"] != "active" or token["token_scope"] != "account":
             return None
         if token.get("expires_at") and parse_timestamp(token["expires_at"]) <= now:
             return None
-        account = self._store.get("accounts", token["account_id"])
+        account = self._tables.accounts.get(token["account_id"])
         if account is None:
             return None
         return Principal(
@@ -189,4 +192,4 @@ class ConsoleSessions:
         found = self.resolve(cookie)
         if found is not None:
             with self._store.transaction():
-                self._store.delete(SESSIONS, found.id)
+                self._tables.console_sessions.delete(found.id)

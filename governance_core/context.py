@@ -19,7 +19,7 @@ from governance_core.caches import Caches
 from governance_core.clock import Clock, parse_timestamp
 from governance_core.encryption import NoKeyCipher, ValueCipher
 from governance_core.ids import IdFactory
-from governance_core.repository import Repository
+from governance_core.repository import Repository, Tables
 from governance_core.rules.cost import PricingCatalogue, load_catalogue
 from governance_core.storage.protocol import Store
 
@@ -147,6 +147,7 @@ class Context:
     caches: Caches = attrs.field(factory=Caches)
     prepared: object = None
     write_batch: object = None
+    _tables: Tables | None = attrs.field(default=None, init=False, eq=False, repr=False)
 
     @property
     def now(self) -> datetime:
@@ -154,6 +155,13 @@ class Context:
         if self._now is None:
             self._now = self.clock()
         return self._now
+
+    @property
+    def tables(self) -> Tables:
+        """Every table of :attr:`store`, by name (:class:`~governance_core.repository.Tables`)."""
+        if self._tables is None or self._tables.store is not self.store:
+            self._tables = Tables(self.store)
+        return self._tables
 
     @property
     def repo(self) -> Repository:

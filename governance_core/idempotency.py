@@ -34,7 +34,8 @@ from governance_core.context import Context
 from governance_core.credentials import ShownOnce, withhold_secrets
 from governance_core.errors import FieldErrors, IdempotencyKeyAlreadyUsed
 from governance_core.fields import flatten_params
-from governance_core.storage.protocol import Filter, ReadAhead, SortKey, Store
+from governance_core.repository import Filter, SortKey, Tables
+from governance_core.storage.protocol import Store
 
 __all__ = [
     "KEEP_FOR",
@@ -54,7 +55,6 @@ __all__ = [
     "unpack_response",
 ]
 
-TABLE = "idempotency_keys"
 KEEP_FOR = timedelta(hours=24)
 """How long a key is kept at least (decisions 5): :func:`purge_expired_keys` keeps it this long."""
 PURGE_BATCH = 500
@@ -182,9 +182,10 @@ def read_ahead(ctx: Context, keys: Iterable[tuple[str, str]]) -> None:
 
     A bulk request does, so that each item's look-up is answered without a query of its own.
     """
-    if isinstance(ctx.store, ReadAhead):
+    tables = ctx.tables
+    if tables.reads_ahead:
         ids = [record_id(ctx.account_id, operation, key) for operation, key in keys]
-        ctx.store.read_ahead(TABLE, ids)
+        tables.idempotency_keys.read_ahead(ids)
 
 
 class IdempotentRequest:
@@ -203,7 +204,7 @@ class IdempotentRequest:
 
     def replay(self, ctx: Context) -> dict[str, Any] | None:
         """The stored response for this key, None when unused; a different request is refused."""
-        stored = ctx.store.get(TABLE, self.record_id)
+        stored = ctx.tables.idempotency_keys.get(self.record_id)
         if stored is None:
             return None
         if not same_request(stored["fingerprint"], self.digest, self.operation, self._params):
@@ -250,7 +251,7 @@ def _keep(
     ctx: Context, record: str, operation: str, digest: str, response: dict[str, Any]
 ) -> None:
     """Store the record ``record`` of a request: its digest and what it keeps of its response."""
-    ctx.store.put(TABLE, {
+    ctx.tables.idempotency_keys.put({
         "id": record,
         "account_id": ctx.account_id,
         "operation": operation,
@@ -301,12 +302,13 @@ def purge_expired_keys(
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be a positive integer, not {batch!r}")
     cutoff = [Filter("inserted_at", "lt", format_timestamp(now - keep_for))]
+    keys = Tables(store).idempotency_keys
     deleted = 0
     while True:
         with store.transaction():
-            expired = store.query(TABLE, cutoff, sort=[SortKey("inserted_at")], limit=batch)
+            expired = keys.query(cutoff, sort=[SortKey("inserted_at")], limit=batch)
             for record in expired:
-                deleted += store.delete(TABLE, record["id"])
+                deleted += keys.delete(record["id"])
         if len(expired) < batch:
             return deleted
 

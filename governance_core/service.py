@@ -42,11 +42,11 @@ from governance_core.operations import default_registry
 from governance_core.policies.detective import judge_and_keep
 from governance_core.recording import Run
 from governance_core.registry import Operation, Registry
+from governance_core.repository import Tables
 from governance_core.rules.cost import load_catalogue
 from governance_core.storage import open_store
 from governance_core.storage.protocol import (
     BatchedWrites,
-    ChangeMarks,
     Filter,
     Store,
     TakesTurns,
@@ -59,7 +59,6 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 WRITE_ATTEMPTS = 8
 """How many times a write operation runs before a :class:`WriteConflict` is let through."""
 _BACKOFF_SECONDS = 0.002
-_AUTHENTICATION_TABLES = ("api_tokens", "accounts")
 
 _T = TypeVar("_T")
 
@@ -95,6 +94,8 @@ class Governance:
         registry: Registry | None = None,
     ) -> None:
         self.store: Store = store
+        self.tables = Tables(store)
+        """Every table of :attr:`store`, by name."""
         # Operations work through it: a run rewritten by many spans of a bulk request is
         # written once, and a store reached over the network gets a transaction's writes
         # together.
@@ -107,8 +108,6 @@ class Governance:
         self.registry = registry if registry is not None else default_registry()
         self.caches = Caches()
         self._writing = threading.local()
-        # Asked once: an isinstance check of a runtime protocol inspects the class each time.
-        self._marks = store if isinstance(store, ChangeMarks) else None
         self._turns = store if isinstance(store, TakesTurns) else None
 
     @classmethod
@@ -222,19 +221,19 @@ class Governance:
         token stops working at once in every process.
         """
         def read() -> KnownToken:
-            found = self.store.query("api_tokens", [Filter("token_hash", "eq", token_hash)])
+            found = self.tables.api_tokens.query([Filter("token_hash", "eq", token_hash)])
             if not found:
                 raise BadAuthToken()
-            account = self.store.get("accounts", found[0]["account_id"])
+            account = self.tables.accounts.get(found[0]["account_id"])
             if account is None:
                 raise BadAuthToken()
             return KnownToken.of(found[0], account["partition"])
 
-        if self._marks is None:
+        tables = self.tables
+        mark = tables.change_mark(tables.api_tokens, tables.accounts)
+        if mark is None:
             return read()
-        kept = self.caches.tokens.get(
-            (token_hash, self._marks.change_mark(_AUTHENTICATION_TABLES)), read
-        )
+        kept = self.caches.tokens.get((token_hash, mark), read)
         assert kept is not None
         return kept
 
@@ -244,12 +243,12 @@ class Governance:
         with self.store.transaction():
             # Re-read inside the transaction: a suspend or profile update committed since the
             # token was looked up must not be overwritten by this stamp.
-            token = self.store.get("api_tokens", token_id)
+            token = self.tables.api_tokens.get(token_id)
             if token is not None:
-                self.store.put("api_tokens", {**token, "last_used_at": stamp})
-            admin = self.store.get("admin_users", admin_user_id) if admin_user_id else None
+                self.tables.api_tokens.put({**token, "last_used_at": stamp})
+            admin = self.tables.admin_users.get(admin_user_id) if admin_user_id else None
             if admin is not None:
-                self.store.put("admin_users", {**admin, "last_active_at": stamp})
+                self.tables.admin_users.put({**admin, "last_active_at": stamp})
 
     def session(self, token: str) -> Session:
         """Typed access as the holder of ``token``."""
@@ -257,7 +256,7 @@ class Governance:
 
     def as_account(self, account_id: str, *, admin_user_id: str | None = None) -> Session:
         """Trusted in-process access to an account, without a token (for embedders)."""
-        account = self.store.get("accounts", account_id)
+        account = self.tables.accounts.get(account_id)
         if account is None:
             raise NotFound("account not found")
         principal = Principal(account_id, account["partition"], "account", None, admin_user_id)

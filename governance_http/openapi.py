@@ -24,7 +24,6 @@ from governance_core.models.policies import MODES as POLICY_MODES
 from governance_core.notifications import NOTIFICATION_KINDS
 from governance_core.notifications.monitors import COMPARISONS, METRICS
 from governance_core.notifications.outbox import EVENT_TYPES
-from governance_core.operations.common import KIND_TABLES
 from governance_core.operations.decisions import APPROVAL_TTL_MS
 from governance_core.operations.policies import BACKTEST_DAYS, BACKTEST_LIMIT
 from governance_core.operations.policies import SOURCE_MAX as POLICY_SOURCE_MAX
@@ -33,6 +32,7 @@ from governance_core.pagination import MAX_OFFSET, MAX_PAGE_SIZE
 from governance_core.policies.backtest import BACKTEST_MODES
 from governance_core.policies.schema import KIND_ACTIONS
 from governance_core.registry import Operation
+from governance_core.repository import KIND_TABLES
 from governance_http.routes import JSON_LINES_EXPORT, PREFIX, RUN_EXPORT, Route
 from governance_http.schemas import (
     NONBLANK_PATTERN,

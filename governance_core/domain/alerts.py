@@ -39,9 +39,7 @@ class AlertWrite:
 
 def find_alert(ctx: Context, instance_id: str, name: str) -> Alert | None:
     """Return the run's alert ``name``, or None."""
-    found = ctx.store.query(
-        "alerts",
-        [
+    found = ctx.tables.alerts.query([
             tenant_filter(ctx.account_id),
             Filter("agent_instance_id", "eq", instance_id),
             Filter("name", "eq", name),
@@ -60,7 +58,7 @@ def _record_event(
     prepared: PreparedChecks | None = None,
 ) -> AlertWrite:
     """Store ``alert``, move the run's ``raised_alert_count``, and write the event's span."""
-    ctx.store.put("alerts", to_record(alert))
+    ctx.tables.alerts.put(to_record(alert))
     # The outbox: the event and its deliveries commit (or roll back) with the alert.
     alert_event(ctx, alert, event)
     count = int(instance.get("raised_alert_count") or 0) + count_change

@@ -100,7 +100,7 @@ class WriteBatch:
         ctx: Context, before: Record, scored: dict[str, Record | None], rulesets: Rulesets | None
     ) -> None:
         run_id = before["id"]
-        current = ctx.store.get("agent_instances", run_id)
+        current = ctx.tables.agent_instances.get(run_id)
         assert current is not None, "a run is never deleted in the transaction moving it"
         after = keep_total_cost(ctx, before, current)
         if run_id in scored:
@@ -108,7 +108,7 @@ class WriteBatch:
             if level != after.get("risk_level") or "risk_level" not in after:
                 after = {**after, "risk_level": level}
         if after != current:
-            ctx.store.put("agent_instances", after)
+            ctx.tables.agent_instances.put(after)
 
 
 def batch_of(ctx: Context) -> WriteBatch | None:

@@ -134,7 +134,9 @@ def run_insights(
 
     ``rulesets`` shares ruleset lookups across the rows of one list.
     """
-    schema_version = ctx.caches.schema_version(ctx.store, instance["agent_schema_version_id"])
+    schema_version = ctx.caches.schema_version(
+        ctx.tables.agent_schema_versions, instance["agent_schema_version_id"]
+    )
     ran = any(count > 0 for count in (instance.get("span_schema_counts") or {}).values())
     risk_score = None
     if ran:
@@ -212,7 +214,7 @@ def keep_run_models(ctx: Context, before: Record, after: Record) -> None:
             continue
         priced = cost_breakdown(stored_token_groups({"token_groups": [group]}), ctx.config.pricing)
         cost = priced["total_cost"]
-        ctx.store.put("run_models", {
+        ctx.tables.run_models.put({
             "id": row_id, "account_id": after["account_id"], "inserted_at": now,
             "agent_instance_id": after["id"], "agent_id": after["agent_id"],
             "environment_id": after["environment_id"],
@@ -224,7 +226,7 @@ def keep_run_models(ctx: Context, before: Record, after: Record) -> None:
             "cost": None if cost is None else float(cost),
         })
     for row_id in old.keys() - kept:
-        ctx.store.delete("run_models", row_id)
+        ctx.tables.run_models.delete(row_id)
 
 
 def keep_risk_level(
@@ -250,7 +252,7 @@ def keep_risk_level(
     if level == instance.get("risk_level") and "risk_level" in instance:
         return instance
     stored = {**instance, "risk_level": level}
-    ctx.store.put("agent_instances", stored)
+    ctx.tables.agent_instances.put(stored)
     return stored
 
 
@@ -267,14 +269,16 @@ def rescore_runs(ctx: Context, agent_ids: Collection[str] | None = None) -> int:
         filters.append(Filter("agent_id", "in", sorted(agent_ids)))
     rulesets = Rulesets(ctx)
     changed = []
-    for run in ctx.store.iterate("agent_instances", filters):
-        schema_version = ctx.caches.schema_version(ctx.store, run["agent_schema_version_id"])
+    for run in ctx.tables.agent_instances.iterate(filters):
+        schema_version = ctx.caches.schema_version(
+            ctx.tables.agent_schema_versions, run["agent_schema_version_id"]
+        )
         level = run_risk_level(ctx, run, schema_version, rulesets)
         if level != run.get("risk_level"):
             changed.append({**run, "risk_level": level})
     # Written after the iteration, so no page of it reads a row this rewrote.
     for run in changed:
-        ctx.store.put("agent_instances", run)
+        ctx.tables.agent_instances.put(run)
     return len(changed)
 
 
@@ -306,8 +310,8 @@ def run_totals(
         ]
     if start_time is not None:
         conditions.append(Filter("started_at", "ge", format_timestamp(start_time)))
-    rows = ctx.store.aggregate(
-        "agent_instances", [RUN_GROUPS[name] for name in group_by], ["total_cost"], conditions
+    rows = ctx.tables.agent_instances.aggregate(
+        [RUN_GROUPS[name] for name in group_by], ["total_cost"], conditions
     )
     return [
         {
@@ -326,7 +330,7 @@ def count_run_spans(ctx: Context, instance_id: str) -> int:
     the store count from its index of spans by status, run and start, a few thousand index
     entries a millisecond, whatever the run's other spans.
     """
-    return ctx.store.count("agent_spans", [
+    return ctx.tables.agent_spans.count([
         tenant_filter(ctx.account_id), Filter("agent_instance_id", "eq", instance_id),
         Filter("status", "in", list(states(SPAN))),
     ])
@@ -339,7 +343,7 @@ def child_counts(ctx: Context, span_ids: Collection[str]) -> dict[str, int]:
     """
     if not span_ids:
         return {}
-    rows = ctx.store.aggregate("agent_spans", [GroupBy("parent_span_id")], [], [
+    rows = ctx.tables.agent_spans.aggregate([GroupBy("parent_span_id")], [], [
         tenant_filter(ctx.account_id), Filter("parent_span_id", "in", sorted(span_ids)),
     ])
     return {str(row.key[0]): row.count for row in rows}
@@ -353,8 +357,7 @@ def failed_span_ancestors(ctx: Context, instance_id: str) -> tuple[frozenset[str
     each span once, at most :data:`ANCESTORS_READ` spans. The flag says whether a bound
     stopped the walk (some ancestors may then be missing).
     """
-    failed = ctx.store.query(
-        "agent_spans",
+    failed = ctx.tables.agent_spans.query(
         [tenant_filter(ctx.account_id), Filter("status", "eq", "failed"),
          Filter("agent_instance_id", "eq", instance_id)],
         sort=[SortKey("started_at")], limit=FAILED_SPANS_TRACED + 1,
@@ -369,7 +372,7 @@ def failed_span_ancestors(ctx: Context, instance_id: str) -> tuple[frozenset[str
                 return frozenset(ancestors), True
             reads += 1
             ancestors.add(parent)
-            above = ctx.store.get("agent_spans", parent)
+            above = ctx.tables.agent_spans.get(parent)
             if above is None or above.get("account_id") != ctx.account_id:
                 break
             parent = above.get("parent_span_id")
@@ -490,25 +493,26 @@ def list_runs(
         # The runs with a value first, then those without: each part is ordered by an index
         # either way (``NULLS LAST`` on an ascending key would make SQLite sort every row).
         field = fields[0]
-        total = ctx.store.count("agent_instances", filters)
+        total = ctx.tables.agent_instances.count(filters)
         valued = [*filters, Filter(field, "ne", None)]
         keys = [SortKey(name, descending=descending) for name in fields]
         if field != "started_at":
             keys.append(SortKey("started_at", descending=True))
-        rows = ctx.store.query("agent_instances", valued, keys, offset, limit)
+        rows = ctx.tables.agent_instances.query(valued, keys, offset, limit)
         if len(rows) < limit and total > offset + len(rows):
             # Past the runs with a value: how many there are is known from this page, or
             # (a page past all of them) counted.
             held = (
-                offset + len(rows) if rows else ctx.store.count("agent_instances", valued)
+                offset + len(rows) if rows else ctx.tables.agent_instances.count(
+                valued)
             )
-            rows += ctx.store.query(
-                "agent_instances", [*filters, Filter(field, "eq", None)],
+            rows += ctx.tables.agent_instances.query(
+                [*filters, Filter(field, "eq", None)],
                 [] if field == "started_at" else [newest],
                 max(0, offset - held), limit - len(rows),
             )
         return rows, total
-    total = ctx.store.count("agent_instances", filters)
+    total = ctx.tables.agent_instances.count(filters)
     order = [*(reversed(RISK_LEVELS) if descending else RISK_LEVELS), None]
     page: list[Record] = []
     skip = offset
@@ -516,13 +520,13 @@ def list_runs(
         if len(page) >= limit or offset + len(page) >= total:
             break
         at_level = [*filters, Filter("risk_level", "eq", level)]
-        got = ctx.store.query("agent_instances", at_level, [newest], skip, limit - len(page))
+        got = ctx.tables.agent_instances.query(at_level, [newest], skip, limit - len(page))
         if got:
             page += got
             skip = 0
         elif skip:
             # This level ends before the page starts: only a page past it counts it.
-            skip -= ctx.store.count("agent_instances", at_level)
+            skip -= ctx.tables.agent_instances.count(at_level)
     return page, total
 
 
@@ -532,7 +536,7 @@ def run_parties(ctx: Context, run_id: str) -> dict[str, str | None]:
     Both None for a run the caller may not see. They are fields of the store, not of the
     run's view (see :data:`~governance_core.domain.runs.RUN_PARTIES`).
     """
-    record = ctx.store.get("agent_instances", run_id)
+    record = ctx.tables.agent_instances.get(run_id)
     if record is None or record.get("account_id") != ctx.account_id or not in_reach(ctx, record):
         return dict.fromkeys(RUN_PARTIES)
     return {field: record.get(field) for field in RUN_PARTIES}
@@ -572,8 +576,7 @@ def run_sessions(
     ]
     if started_before is not None:
         conditions.append(Filter("started_at", "lt", format_timestamp(started_before)))
-    rows = ctx.store.aggregate(
-        "agent_instances",
+    rows = ctx.tables.agent_instances.aggregate(
         [GroupBy("session_id"), GroupBy("started_at", day=True), GroupBy("status"),
          GroupBy("user_id")],
         ["total_cost"], conditions,
@@ -656,8 +659,7 @@ def run_trends(
             "models": {}, "alerts": {}, "durations": {}, "quality": {},
         }
     by_day = GroupBy("started_day")
-    for row in ctx.store.aggregate(
-        "agent_instances",
+    for row in ctx.tables.agent_instances.aggregate(
         [by_day, GroupBy("status"), GroupBy("duration_bucket"), GroupBy("risk_level")],
         ["total_cost"], conditions,
     ):
@@ -672,8 +674,8 @@ def run_trends(
         if row.sums[0] is not None:
             entry["total_cost"] = (entry["total_cost"] or Decimal(0)) + Decimal(repr(row.sums[0]))
     models: set[str] = set()
-    for row in ctx.store.aggregate(
-        "run_models", [by_day, GroupBy("model_name")],
+    for row in ctx.tables.run_models.aggregate(
+        [by_day, GroupBy("model_name")],
         ["input_tokens", "output_tokens", "cost"], conditions,
     ):
         models.add(row.key[1])
@@ -681,8 +683,8 @@ def run_trends(
             "input": row.sums[0] or 0, "output": row.sums[1] or 0,
             "cost": None if row.sums[2] is None else Decimal(repr(row.sums[2])),
         }
-    for row in ctx.store.aggregate(
-        "agent_instances", [by_day, GroupBy("agent_id")], ["quality_score"],
+    for row in ctx.tables.agent_instances.aggregate(
+        [by_day, GroupBy("agent_id")], ["quality_score"],
         [*conditions, Filter("quality_score", "ne", None)],
     ):
         days[row.key[0]]["quality"][row.key[1]] = {
@@ -690,8 +692,8 @@ def run_trends(
         }
     start = datetime.combine(first_day, time(0), tzinfo=UTC)
     end = datetime.combine(last_day + timedelta(days=1), time(0), tzinfo=UTC)
-    for row in ctx.store.aggregate(
-        "alerts", [GroupBy("raised_at", day=True), GroupBy("severity")], (),
+    for row in ctx.tables.alerts.aggregate(
+        [GroupBy("raised_at", day=True), GroupBy("severity")], (),
         _alert_filters(ctx, chosen, start, end),
     ):
         days[row.key[0]]["alerts"][row.key[1]] = row.count
@@ -739,6 +741,6 @@ def run_spans_by_start(
         filters.append(Filter("status", "eq", status))
     if schema_name is not None:
         filters.append(Filter("schema_name", "eq", schema_name))
-    return ctx.store.query(
-        "agent_spans", filters, sort=[SortKey("started_at"), SortKey("id")], limit=limit
+    return ctx.tables.agent_spans.query(
+        filters, sort=[SortKey("started_at"), SortKey("id")], limit=limit
     )

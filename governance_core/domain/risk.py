@@ -67,11 +67,11 @@ def profile_ruleset(profile: RiskProfile) -> Ruleset:
 def ruleset_for(ctx: Context, risk_profile_id: str | None) -> Ruleset:
     """Return the ruleset that scores an agent: its profile's, else the account default's."""
     if risk_profile_id is not None:
-        record = ctx.store.get("risk_profiles", risk_profile_id)
+        record = ctx.tables.risk_profiles.get(risk_profile_id)
         if record is not None and record["account_id"] == ctx.account_id:
             return _stored_ruleset(ctx, record)
-    defaults = ctx.store.query(
-        "risk_profiles", [tenant_filter(ctx.account_id), Filter("is_default", "eq", True)]
+    defaults = ctx.tables.risk_profiles.query(
+        [tenant_filter(ctx.account_id), Filter("is_default", "eq", True)]
     )
     if not defaults:
         return DEFAULT_RULESET
@@ -102,7 +102,7 @@ class Rulesets:
         """
         if agent_id not in self._by_agent:
             if agent is None or agent.get("id") != agent_id:
-                agent = self._ctx.store.get("agents", agent_id)
+                agent = self._ctx.tables.agents.get(agent_id)
             profile_id = None if agent is None else agent.get("risk_profile_id")
             self._by_agent[agent_id] = ruleset_for(self._ctx, profile_id)
         return self._by_agent[agent_id]

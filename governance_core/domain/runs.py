@@ -98,7 +98,7 @@ def run_by_external_id(ctx: Context, agent_id: str, external_identifier: str) ->
 
     One indexed read (an OpenTelemetry trace's run is found so, by its trace id).
     """
-    found = ctx.store.query("agent_instances", [
+    found = ctx.tables.agent_instances.query([
         tenant_filter(ctx.account_id), Filter("agent_id", "eq", agent_id),
         Filter("external_identifier", "eq", external_identifier),
     ], limit=1)
@@ -106,7 +106,9 @@ def run_by_external_id(ctx: Context, agent_id: str, external_identifier: str) ->
 
 def run_schema_version(ctx: Context, instance: Record) -> Record | None:
     """Return the schema version the run ``instance`` was registered with."""
-    return ctx.caches.schema_version(ctx.store, instance["agent_schema_version_id"])
+    return ctx.caches.schema_version(
+        ctx.tables.agent_schema_versions, instance["agent_schema_version_id"]
+    )
 
 def schema_entry(ctx: Context, instance: Record, group: str, name: str) -> dict[str, Any] | None:
     """Return the entry ``name`` of a map of the run's schema version, or None.
@@ -242,7 +244,7 @@ def prepare_checks(
     remembered then). None when there is no such run of the caller's account.
     """
     def read() -> tuple[str, str] | None:
-        instance = ctx.store.get("agent_instances", instance_id)
+        instance = ctx.tables.agent_instances.get(instance_id)
         if instance is None:
             return None
         return instance["account_id"], instance["agent_schema_version_id"]
@@ -250,7 +252,7 @@ def prepare_checks(
     hint = ctx.caches.run_schema_versions.get(instance_id, read)
     if hint is None or hint[0] != ctx.account_id:
         return None
-    schema_version = ctx.caches.schema_version(ctx.store, hint[1])
+    schema_version = ctx.caches.schema_version(ctx.tables.agent_schema_versions, hint[1])
     if schema_version is None:
         return None
     return PreparedChecks(schema_version["id"], compute(schema_version))
@@ -318,7 +320,7 @@ def keep_run_parties(
     """
     updated = _with_parties(run, session_id, user_id)
     if updated is not run:
-        ctx.store.put("agent_instances", updated)
+        ctx.tables.agent_instances.put(updated)
     return updated
 
 
@@ -344,7 +346,7 @@ def record_span_and_agent(
     Returns the instance as stored, and the agent when the write read it (else None).
     """
     after_record = to_record(span) if record is None else record
-    ctx.store.put("agent_spans", after_record)
+    ctx.tables.agent_spans.put(after_record)
     updated = apply_span(instance, None if before is None else to_record(before), after_record)
     if before is None and span.purpose == ACTIVITY and not (
         updated.get("session_id") and updated.get("user_id")
@@ -362,7 +364,7 @@ def record_span_and_agent(
         updated = advance_instance(ctx, updated, "span", started_at=span.started_at)
     else:
         updated = {**updated, "updated_at": format_timestamp(ctx.now)}
-        ctx.store.put("agent_instances", updated)
+        ctx.tables.agent_instances.put(updated)
     moved = updated.get("last_activity_span_at")
     agent = None
     if moved != instance.get("last_activity_span_at"):
@@ -435,12 +437,12 @@ def follow_run_activity(ctx: Context, agent_id: str, run_activity: str | None) -
     Call it after any write that moved a run's ``last_activity_span_at``, in the same
     transaction; an earlier time leaves the agent as it is. Returns the agent as stored.
     """
-    agent = ctx.store.get("agents", agent_id)
+    agent = ctx.tables.agents.get(agent_id)
     assert agent is not None, "a run's agent is never deleted before its runs"
     current = agent.get("last_activity_span_at")
     if latest(current, run_activity) != current:
         agent = {**agent, "last_activity_span_at": run_activity}
-        ctx.store.put("agents", agent)
+        ctx.tables.agents.put(agent)
     return agent
 
 DURATION_STEP = 1.02
@@ -528,7 +530,7 @@ def advance_instance(ctx: Context, record: Record, trigger: str, **changes: Any)
     return stored
 
 def _move_instance_count(ctx: Context, agent_id: str, old: str, new: str) -> None:
-    record = ctx.store.get("agents", agent_id)
+    record = ctx.tables.agents.get(agent_id)
     assert record is not None, "an instance's agent is never deleted"
     agent = from_record(Agent, record)
     counts = {**empty_instance_counts(), **agent.instance_counts}
@@ -538,9 +540,7 @@ def _move_instance_count(ctx: Context, agent_id: str, old: str, new: str) -> Non
 
 def cancel_active_spans(ctx: Context, record: Record) -> Record:
     """Cancel the run's active spans (SPAN ``terminate``), moving the run's span aggregates."""
-    spans = ctx.store.query(
-        "agent_spans",
-        [
+    spans = ctx.tables.agent_spans.query([
             tenant_filter(ctx.account_id),
             Filter("agent_instance_id", "eq", record["id"]),
             Filter("status", "eq", "active"),
@@ -555,7 +555,7 @@ def cancel_active_spans(ctx: Context, record: Record) -> Record:
             attrs.evolve(span, status=status, finished_at=ctx.now, updated_at=ctx.now)
         )
         record = apply_span(record, before, after)
-    ctx.store.put("agent_instances", record)
+    ctx.tables.agent_instances.put(record)
     follow_run_activity(ctx, record["agent_id"], record.get("last_activity_span_at"))
     return record
 

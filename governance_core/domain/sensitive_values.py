@@ -31,13 +31,12 @@ from governance_core.converter import json_ready
 from governance_core.encryption import FernetCipher
 from governance_core.errors import InvalidValue, ValidationErrors, WriteConflict
 from governance_core.fields import Fields
-from governance_core.repository import Filter, Record, tenant_filter
+from governance_core.repository import Filter, Record, RecordTable, Tables, tenant_filter
 from governance_core.rules.sensitive import restore_sensitive, split_sensitive
 from governance_core.storage.protocol import SortKey, Store
 
 __all__ = [
     "REKEY_BATCH",
-    "TABLE",
     "Rekeyed",
     "keep_values",
     "load_values",
@@ -49,7 +48,6 @@ __all__ = [
     "split_member",
 ]
 
-TABLE = "sensitive_values"
 """The table holding sensitive values apart from the records they belong to."""
 
 T = TypeVar("T")
@@ -77,8 +75,8 @@ def split_member(fields: Fields, name: str, value: T) -> tuple[T, SplitValues]:
 
 
 def _find(ctx: Context, owner_id: str) -> Record | None:
-    found = ctx.store.query(
-        TABLE, [tenant_filter(ctx.account_id), Filter("owner_id", "eq", owner_id)], limit=1
+    found = ctx.tables.sensitive_values.query(
+        [tenant_filter(ctx.account_id), Filter("owner_id", "eq", owner_id)], limit=1
     )
     return found[0] if found else None
 
@@ -112,10 +110,10 @@ def keep_values(
         return
     if not updated:
         assert record is not None
-        ctx.store.delete(TABLE, record["id"])
+        ctx.tables.sensitive_values.delete(record["id"])
         return
     stamp = format_timestamp(ctx.now)
-    ctx.store.put(TABLE, {
+    ctx.tables.sensitive_values.put({
         "id": ctx.new_id() if record is None else record["id"],
         "account_id": ctx.account_id,
         "owner_id": owner_id,
@@ -164,7 +162,6 @@ def reveal_quality(ctx: Context, instance_id: str, payloads: Mapping[str, Any]) 
 REKEY_BATCH = 500
 """Records :func:`rekey` rewrites in one transaction unless told otherwise."""
 
-_SECRETS_TABLE = "destinations"
 _REKEY_ATTEMPTS = 8
 
 
@@ -205,7 +202,7 @@ def _rekey_secrets(record: Record, cipher: FernetCipher) -> Record | None:
 
 def _rekey_table(
     store: Store,
-    table: str,
+    table: RecordTable,
     rewrite: Callable[[Record, FernetCipher], Record | None],
     cipher: FernetCipher,
     batch_size: int,
@@ -220,14 +217,14 @@ def _rekey_table(
                 # server rewrites meanwhile makes the batch conflict and run again, never
                 # lose the newer value.
                 with store.transaction():
-                    batch = store.query(
-                        table, [Filter("id", "gt", after)], [SortKey("id")], limit=batch_size
+                    batch = table.query(
+                        [Filter("id", "gt", after)], [SortKey("id")], limit=batch_size
                     )
                     changed = 0
                     for record in batch:
                         fresh = rewrite(record, cipher)
                         if fresh is not None:
-                            store.put(table, fresh)
+                            table.put(fresh)
                             changed += 1
                 break
             except WriteConflict:
@@ -239,7 +236,7 @@ def _rekey_table(
         rewritten += changed
         after = batch[-1]["id"]
         if progress is not None:
-            progress(table, read, rewritten)
+            progress(table.name, read, rewritten)
 
 
 def rekey(
@@ -260,6 +257,9 @@ def rekey(
     """
     if batch_size < 1:
         raise InvalidValue("batch_size must be at least 1")
-    values = _rekey_table(store, TABLE, _rekey_value, cipher, batch_size, progress)
-    secrets = _rekey_table(store, _SECRETS_TABLE, _rekey_secrets, cipher, batch_size, progress)
+    tables = Tables(store)
+    values = _rekey_table(
+        store, tables.sensitive_values, _rekey_value, cipher, batch_size, progress
+    )
+    secrets = _rekey_table(store, tables.destinations, _rekey_secrets, cipher, batch_size, progress)
     return Rekeyed(*values, *secrets)

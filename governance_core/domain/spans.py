@@ -144,7 +144,7 @@ def stored_parent(ctx: Context, parent_id: str | None) -> Record | None:
     """The caller's span ``parent_id`` names, or None (no id, no such span, another account's)."""
     if parent_id is None:
         return None
-    record = ctx.store.get("agent_spans", parent_id)
+    record = ctx.tables.agent_spans.get(parent_id)
     return record if record is not None and record["account_id"] == ctx.account_id else None
 
 
@@ -172,7 +172,7 @@ def named_by_another_run(ctx: Context, span_id: str, instance_id: str) -> bool:
     batch = batch_of(ctx)
     if batch is not None and batch.unnamed(span_id):
         return False
-    return bool(ctx.store.query("agent_spans", [
+    return bool(ctx.tables.agent_spans.query([
         Filter("parent_span_id", "eq", span_id), Filter("agent_instance_id", "ne", instance_id),
     ], limit=1))
 
@@ -186,7 +186,7 @@ def read_unnamed(ctx: Context, span_ids: Collection[str], instance_id: str) -> N
     batch = batch_of(ctx)
     if batch is None or not span_ids:
         return
-    named = ctx.store.query("agent_spans", [
+    named = ctx.tables.agent_spans.query([
         Filter("parent_span_id", "in", sorted(span_ids)),
         Filter("agent_instance_id", "ne", instance_id),
     ])
@@ -217,7 +217,7 @@ def finish_span(ctx: Context, record: Record, finish: SpanFinish) -> SpanWrite:
     never changes); the result is checked and the summary rendered again.
     """
     span = from_record(AgentSpan, record)
-    instance = ctx.store.get("agent_instances", span.agent_instance_id)
+    instance = ctx.tables.agent_instances.get(span.agent_instance_id)
     assert instance is not None, "a span's run is never deleted before its spans"
     activity = span.purpose == ACTIVITY
     span_type = (

@@ -12,7 +12,7 @@ from governance_core.context import Context
 from governance_core.errors import Conflict
 from governance_core.fields import Fields
 from governance_core.ids import extract_partition
-from governance_core.repository import IDS, Record
+from governance_core.repository import Record
 
 __all__ = ["claim_id", "id_holder", "read_supplied_id"]
 
@@ -38,7 +38,7 @@ def id_holder(ctx: Context, record_id: str) -> Record | None:
 
     Any account's resource counts: ids are unique across accounts.
     """
-    return ctx.store.get(IDS, record_id)
+    return ctx.tables.ids.get(record_id)
 
 
 def claim_id(ctx: Context, requested: str | None) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from governance_core.context import Context
 from governance_core.errors import NotFound
 from governance_core.ids import is_pfid
-from governance_core.repository import Record
+from governance_core.repository import Record, RecordTable
 
 __all__ = ["NOTIFICATION_KINDS", "load_own"]
 
@@ -33,12 +33,12 @@ NOTIFICATION_KINDS: dict[str, str] = {
 """Each notification table (and operation family) and the resource ``type`` it holds."""
 
 
-def load_own(ctx: Context, table: str, record_id: Any) -> Record:
+def load_own(ctx: Context, table: RecordTable, record_id: Any) -> Record:
     """The caller's record of ``table``; a malformed, missing or foreign id is ``not_found``."""
-    kind = NOTIFICATION_KINDS[table]
+    kind = NOTIFICATION_KINDS[table.name]
     if not is_pfid(record_id):
         raise NotFound(f"{kind} not found")
-    record = ctx.store.get(table, str(record_id))
+    record = table.get(str(record_id))
     if record is None or record.get("account_id") != ctx.account_id:
         raise NotFound(f"{kind} not found")
     return record

@@ -31,7 +31,7 @@ import attrs
 
 from governance_core.clock import format_timestamp
 from governance_core.models.notifications import Monitor
-from governance_core.repository import Filter, Record, SortKey, tenant_filter
+from governance_core.repository import Filter, Record, SortKey, Tables, tenant_filter
 from governance_core.storage.protocol import GroupBy, Store
 
 __all__ = [
@@ -118,6 +118,7 @@ class ChangeWatch:
         rows_per_look: int = ROWS_PER_LOOK,
     ) -> None:
         self.store = store
+        self.tables = Tables(store)
         self.margin = margin
         self.rows_per_look = rows_per_look
         self._figures: dict[tuple[str, str], _Figures] = {}
@@ -158,11 +159,10 @@ class ChangeWatch:
     def _groups(self, source: str, account_id: str, since_day: str) -> set[Pair]:
         """The pairs whose runs (``runs``) or token usage (``tokens``) moved since the last look."""
         table, keys, sums = (
-            ("agent_instances", _RUN_KEYS, _RUN_SUMS) if source == "runs"
-            else ("run_models", (), _TOKEN_SUMS)
+            (self.tables.agent_instances, _RUN_KEYS, _RUN_SUMS) if source == "runs"
+            else (self.tables.run_models, (), _TOKEN_SUMS)
         )
-        rows = self.store.aggregate(
-            table,
+        rows = table.aggregate(
             [GroupBy(name) for name in ("started_day", "agent_id", "environment_id", *keys)],
             sums, [tenant_filter(account_id), Filter("started_day", "ge", since_day)],
         )
@@ -193,8 +193,7 @@ class ChangeWatch:
         """The pairs of the policy denials decided since the last look."""
         key = ("decisions", account_id)
         before, since = self._since(key, now)
-        rows = self.store.query(
-            "decisions",
+        rows = self.tables.decisions.query(
             [tenant_filter(account_id), Filter("decided_at", "ge", since),
              Filter("outcome", "eq", "deny")],
             sort=[SortKey("decided_at")], limit=self.rows_per_look,
@@ -213,8 +212,8 @@ class ChangeWatch:
         """
         key = _ALERTS_KEY
         before, since = self._since(key, now)
-        rows = self.store.query(
-            "notification_events", [Filter("occurred_at", "ge", since)],
+        rows = self.tables.notification_events.query(
+            [Filter("occurred_at", "ge", since)],
             sort=[SortKey("occurred_at")], limit=self.rows_per_look,
         )
         new, complete = self._new_rows(key, now, rows, before)

@@ -123,18 +123,18 @@ def measure(ctx: Context, monitor: Monitor) -> float | None:
     """
     since = format_timestamp(ctx.now - timedelta(seconds=monitor.window_seconds))
     if monitor.metric == "critical_alerts":
-        return float(ctx.store.count("alerts", [
+        return float(ctx.tables.alerts.count([
             *_scope(monitor), Filter("severity", "eq", "critical"),
             Filter("raised_at", "ge", since),
         ]))
     if monitor.metric == "policy_denials":
         # Only enforce-mode denials: an observe-mode deny is kept as ``observed_outcome``
         # on an allowed decision and blocked nothing.
-        return float(ctx.store.count("decisions", [
+        return float(ctx.tables.decisions.count([
             *_scope(monitor), Filter("outcome", "eq", "deny"),
             Filter("decided_at", "ge", since),
         ]))
-    runs = ctx.store.query("agent_instances", [
+    runs = ctx.tables.agent_instances.query([
         *_scope(monitor), Filter("purpose", "eq", "live"), Filter("started_at", "ge", since),
     ])
     return _run_metric(ctx, monitor.metric, runs)
@@ -192,8 +192,8 @@ def alert_name(monitor: Monitor) -> str:
 
 
 def _latest_run(ctx: Context, monitor: Monitor) -> Record | None:
-    found = ctx.store.query(
-        "agent_instances", _scope(monitor),
+    found = ctx.tables.agent_instances.query(
+        _scope(monitor),
         sort=[SortKey("started_at", descending=True, nulls="last")], limit=1,
     )
     return found[0] if found else None
@@ -227,7 +227,7 @@ def evaluate(ctx: Context, monitor: Monitor) -> Monitor:
             "monitor": view_of(updated, "monitor"), "previous_level": monitor.level,
             "level": level, "value": value, "threshold": _threshold(updated, level),
         }, subject_id=monitor.id)
-    ctx.store.put("monitors", to_record(updated))
+    ctx.tables.monitors.put(to_record(updated))
     return updated
 
 
@@ -235,7 +235,7 @@ def _move_alert(ctx: Context, monitor: Monitor, value: float | None) -> Monitor:
     """Raise, update or clear the monitor's alert for its new level."""
     name = alert_name(monitor)
     held = (
-        ctx.store.get("agent_instances", monitor.alert_instance_id)
+        ctx.tables.agent_instances.get(monitor.alert_instance_id)
         if monitor.alert_instance_id else None
     )
     if monitor.level in ("ok", "unknown"):

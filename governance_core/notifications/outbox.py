@@ -57,11 +57,11 @@ def emit(
         id=ctx.new_id(), account_id=account_id, event_type=event_type, occurred_at=ctx.now,
         inserted_at=ctx.now, data=data, subject_id=subject_id,
     )
-    ctx.store.put("notification_events", to_record(event))
+    ctx.tables.notification_events.put(to_record(event))
     filters = [tenant_filter(account_id), Filter("status", "eq", "active")]
     if destination_id is not None:
         filters.append(Filter("id", "eq", destination_id))
-    for destination in ctx.store.query("destinations", filters):
+    for destination in ctx.tables.destinations.query(filters):
         wanted = destination.get("event_types") or []
         if wanted and event_type not in wanted and destination_id is None:
             continue
@@ -70,7 +70,7 @@ def emit(
             event_id=event.id, event_type=event_type, status="pending",
             next_attempt_at=ctx.now, inserted_at=ctx.now, updated_at=ctx.now,
         )
-        ctx.store.put("deliveries", to_record(delivery))
+        ctx.tables.deliveries.put(to_record(delivery))
     return event
 
 

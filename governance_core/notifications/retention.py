@@ -21,7 +21,7 @@ import attrs
 
 from governance_core.clock import format_timestamp
 from governance_core.ids import encode_pfid
-from governance_core.repository import Filter, SortKey
+from governance_core.repository import Filter, SortKey, Tables
 from governance_core.storage.protocol import Store
 
 __all__ = [
@@ -144,13 +144,14 @@ def purge_batch(
     filters = [Filter("id", "lt", bound)]
     if after is not None:
         filters.append(Filter("id", "gt", after))
+    tables = Tables(store)
     events = deliveries = attempts = 0
     with store.transaction():
-        old = store.query("notification_events", filters, sort=[SortKey("id")], limit=batch)
+        old = tables.notification_events.query(filters, sort=[SortKey("id")], limit=batch)
         for event in old:
             if event["occurred_at"] >= format_timestamp(cutoff):
                 continue
-            its = store.query("deliveries", [Filter("event_id", "eq", event["id"])])
+            its = tables.deliveries.query([Filter("event_id", "eq", event["id"])])
             if any(delivery["status"] == "pending" for delivery in its):
                 continue
             dead_expired = event["occurred_at"] < dead_cutoff
@@ -159,11 +160,11 @@ def purge_batch(
                 if delivery["status"] == "dead" and not dead_expired:
                     kept += 1
                     continue
-                for attempt in store.query(
-                    "delivery_attempts", [Filter("delivery_id", "eq", delivery["id"])]
+                for attempt in tables.delivery_attempts.query(
+                    [Filter("delivery_id", "eq", delivery["id"])]
                 ):
-                    attempts += store.delete("delivery_attempts", attempt["id"])
-                deliveries += store.delete("deliveries", delivery["id"])
+                    attempts += tables.delivery_attempts.delete(attempt["id"])
+                deliveries += tables.deliveries.delete(delivery["id"])
             if not kept:
-                events += store.delete("notification_events", event["id"])
+                events += tables.notification_events.delete(event["id"])
     return Purged(events, deliveries, attempts, len(old), old[-1]["id"] if old else None)

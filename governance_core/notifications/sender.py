@@ -201,6 +201,7 @@ class Sender:
             raise SenderUnavailable(MISSING_EXTRA)
         self.governance = governance
         self.store = governance.store
+        self.tables = governance.tables
         self.settings = settings or SenderSettings()
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self._draw = draw
@@ -225,14 +226,14 @@ class Sender:
         try:
             with self.store.transaction():
                 now = self._now()
-                lease = self.store.get("sender_leases", LEASE_ID)
+                lease = self.tables.sender_leases.get(LEASE_ID)
                 if (
                     lease is not None
                     and lease.get("holder") != self.holder
                     and parse_timestamp(lease["expires_at"]) > now
                 ):
                     return False
-                self.store.put("sender_leases", {
+                self.tables.sender_leases.put({
                     "id": LEASE_ID, "account_id": None, "holder": self.holder,
                     "inserted_at": format_timestamp(now),
                     "expires_at": format_timestamp(
@@ -247,9 +248,9 @@ class Sender:
         """Give the lease up at once, when this sender holds it."""
         try:
             with self.store.transaction():
-                lease = self.store.get("sender_leases", LEASE_ID)
+                lease = self.tables.sender_leases.get(LEASE_ID)
                 if lease is not None and lease.get("holder") == self.holder:
-                    self.store.delete("sender_leases", LEASE_ID)
+                    self.tables.sender_leases.delete(LEASE_ID)
         except Exception:  # the store may be gone at shutdown: the lease lapses on its own
             LOG.warning("could not release the sender lease; it expires on its own")
 
@@ -288,8 +289,7 @@ class Sender:
     def _dispatch(self) -> list[tuple[str, concurrent.futures.Future[int]]]:
         """Start a drain for every destination with a delivery due that is not being drained."""
         now = format_timestamp(self._now())
-        due = self.store.query(
-            "deliveries",
+        due = self.tables.deliveries.query(
             [Filter("status", "eq", "pending"), Filter("next_attempt_at", "le", now)],
             sort=[SortKey("next_attempt_at")], limit=1000,
         )
@@ -315,12 +315,11 @@ class Sender:
                 self._busy.discard(destination_id)
 
     def _drain_in_order(self, destination_id: str) -> int:
-        pending = self.store.query(
-            "deliveries",
+        pending = self.tables.deliveries.query(
             [Filter("destination_id", "eq", destination_id), Filter("status", "eq", "pending")],
             sort=[SortKey("id")], limit=self.settings.batch,
         )
-        destination = self.store.get("destinations", destination_id)
+        destination = self.tables.destinations.get(destination_id)
         if destination is None:
             for delivery in pending:
                 self._finish(delivery, None, "the destination was deleted", dead=True)
@@ -333,7 +332,7 @@ class Sender:
                 self._now()
             ):
                 break
-            event = self.store.get("notification_events", delivery["event_id"])
+            event = self.tables.notification_events.get(delivery["event_id"])
             if event is None or event.get("account_id") != destination["account_id"] or (
                 delivery["account_id"] != destination["account_id"]
             ):
@@ -399,7 +398,7 @@ class Sender:
         """Record an attempt's outcome in one transaction; whether the destination may go on."""
         now = self._now()
         with self.store.transaction():
-            current = self.store.get("deliveries", delivery["id"])
+            current = self.tables.deliveries.get(delivery["id"])
             if current is None:
                 return True
             changes: dict[str, Any] = {"updated_at": format_timestamp(now)}
@@ -421,7 +420,7 @@ class Sender:
                     error=error[:_ERROR_MAX] if error else None,
                     response_prefix=sent.body_prefix if sent else None,
                 )
-                self.store.put("delivery_attempts", to_record(attempt))
+                self.tables.delivery_attempts.put(to_record(attempt))
                 if error is not None and round_attempts >= self.settings.retry.max_attempts:
                     dead = True
             else:
@@ -433,7 +432,7 @@ class Sender:
             else:
                 wait = self.settings.retry.delay(changes["round_attempts"], self._draw)
                 changes["next_attempt_at"] = format_timestamp(now + wait)
-            self.store.put("deliveries", {**current, **changes})
+            self.tables.deliveries.put({**current, **changes})
         if error is not None and dead:
             LOG.warning("delivery %s is dead: %s", delivery["id"], error)
         return error is None or dead
@@ -453,7 +452,7 @@ class Sender:
         self._next_changes = now + timedelta(seconds=every)
         active = [
             from_record(Monitor, record)
-            for record in self.store.iterate("monitors", [Filter("status", "eq", "active")])
+            for record in self.tables.monitors.iterate([Filter("status", "eq", "active")])
         ]
         for monitor in self._changes.look(active, now):
             self._evaluate(monitor.account_id, {"monitor_id": monitor.id})
@@ -464,8 +463,7 @@ class Sender:
         if every <= 0 or (self._next_monitors is not None and now < self._next_monitors):
             return
         self._next_monitors = now + timedelta(seconds=every)
-        due = self.store.query(
-            "monitors",
+        due = self.tables.monitors.query(
             [Filter("status", "eq", "active"),
              Filter("next_evaluation_at", "le", format_timestamp(now))],
             limit=1000,
@@ -475,7 +473,7 @@ class Sender:
 
     def _evaluate(self, account_id: str, params: dict[str, Any]) -> None:
         """``monitors/evaluate`` in the account; a monitor deleted meanwhile is passed over."""
-        account = self.store.get("accounts", account_id)
+        account = self.tables.accounts.get(account_id)
         if account is None:
             return
         try:

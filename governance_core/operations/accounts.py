@@ -55,13 +55,13 @@ def switchable_account_ids(ctx: Context, admin_user_id: str | None) -> list[str]
     its creator sees its token and can accept it, so an invited admin user sees only its own
     account, and no other account sees it (docs/decisions.md, accounts).
     """
-    record = ctx.store.get("admin_users", admin_user_id) if admin_user_id else None
+    record = ctx.tables.admin_users.get(admin_user_id) if admin_user_id else None
     if record is None:
         return [ctx.account_id]
     own = record["account_id"]
     if not record.get("email_vouched"):
         return [own]
-    users = ctx.store.query("admin_users", [Filter("email", "eq", record["email"])])
+    users = ctx.tables.admin_users.query([Filter("email", "eq", record["email"])])
     return sorted({own, *(u["account_id"] for u in users if u.get("email_vouched"))})
 
 
@@ -80,20 +80,20 @@ def create_account(
         id=account_id, account_id=account_id, name=account_name, partition=partition,
         purpose="business", organisation_name=account_name, inserted_at=now, updated_at=now,
     )
-    ctx.store.put("accounts", to_record(account))
+    ctx.tables.accounts.put(to_record(account))
     admin = AdminUser(
         id=ctx.new_id(), account_id=account_id, email=admin_email, name=admin_name,
         inserted_at=now, updated_at=now, email_vouched=True,
     )
-    ctx.store.put("admin_users", to_record(admin))
+    ctx.tables.admin_users.put(to_record(admin))
     environment = Environment(
         id=ctx.new_id(), account_id=account_id, name="Default", purpose="production",
         description="The account's default environment", is_default=True,
         inserted_at=now, updated_at=now,
     )
-    ctx.store.put("environments", to_record(environment))
+    ctx.tables.environments.put(to_record(environment))
     profile: RiskProfile = default_profile(ctx)
-    ctx.store.put("risk_profiles", to_record(profile))
+    ctx.tables.risk_profiles.put(to_record(profile))
     token, secret = issue_token(ctx, scope="account", admin_user_id=admin.id,
                                 description="created at bootstrap")
     return {
@@ -112,7 +112,7 @@ def list_accounts(ctx: Context, fields: Fields) -> dict[str, Any]:
     assert ctx.principal is not None
     ids = switchable_account_ids(ctx, ctx.principal.admin_user_id)
     return list_response(
-        ctx, fields, "accounts", sortable=SORTABLE, summarize=account_summary,
+        ctx, fields, ctx.tables.accounts, sortable=SORTABLE, summarize=account_summary,
         filters=[Filter("id", "in", ids)], scoped=False,
     )
 
@@ -153,7 +153,7 @@ def update_account(ctx: Context, fields: Fields) -> dict[str, Any]:
         fields.done()
     if updated != account:
         updated = attrs.evolve(updated, updated_at=ctx.now)
-        ctx.store.put("accounts", to_record(updated))
+        ctx.tables.accounts.put(to_record(updated))
     return details_envelope(account_details(updated))
 
 
@@ -165,6 +165,6 @@ def list_all_accounts(ctx: Context, fields: Fields) -> dict[str, Any]:
     command): no route serves it and bulk refuses it to every token (no scope may call it).
     """
     return list_response(
-        ctx, fields, "accounts", sortable=SORTABLE, scoped=False,
+        ctx, fields, ctx.tables.accounts, sortable=SORTABLE, scoped=False,
         summarize=lambda record: account_details(from_record(Account, record)),
     )

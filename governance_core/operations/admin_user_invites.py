@@ -69,7 +69,7 @@ def invite_details(
 
 
 def _is_admin_email(ctx: Context, email: str) -> bool:
-    return bool(ctx.store.count("admin_users", [tenant(ctx), Filter("email", "eq", email)]))
+    return bool(ctx.tables.admin_users.count([tenant(ctx), Filter("email", "eq", email)]))
 
 
 @operation("admin_user_invites/create", write=True)
@@ -120,13 +120,13 @@ def accept_invite(ctx: Context, fields: Fields) -> dict[str, Any]:
     if ctx.principal is not None and ctx.principal.token_id is not None:
         keys.append(("caller", ctx.principal.token_id))
     ctx.caches.failed_attempts.check(lambda: ctx.now, *keys)
-    found = ctx.store.query("admin_user_invites", [Filter("token_hash", "eq", token_hash)])
+    found = ctx.tables.admin_user_invites.query([Filter("token_hash", "eq", token_hash)])
     if not found:
         for key in keys:
             ctx.caches.failed_attempts.fail(lambda: ctx.now, key)
         raise NotFound("no invite has this token")
     invite = from_record(AdminUserInvite, found[0])
-    account = ctx.store.get("accounts", invite.account_id)
+    account = ctx.tables.accounts.get(invite.account_id)
     if account is None:
         raise NotFound("no invite has this token")
     ctx = attrs.evolve(ctx, principal=Principal(invite.account_id, account["partition"], "account"))

@@ -23,7 +23,7 @@ def admin_user_details(ctx: Context, user: AdminUser) -> dict[str, Any]:
     """Return the interface's AdminUser_Details, with the accounts the user can switch to."""
     switchable = []
     for account_id in switchable_account_ids(ctx, user.id):
-        record = ctx.store.get("accounts", account_id)
+        record = ctx.tables.accounts.get(account_id)
         if record is not None:
             switchable.append(account_summary(record))
     return view_of(

@@ -42,9 +42,7 @@ def deployment_details(deployment: AgentDeployment) -> dict[str, Any]:
 
 def find_deployment(ctx: Context, agent_id: str, environment_id: str) -> AgentDeployment | None:
     """Return the deployment of the agent in the environment, if any (there is at most one)."""
-    found = ctx.store.query(
-        "agent_deployments",
-        [
+    found = ctx.tables.agent_deployments.query([
             tenant(ctx),
             Filter("agent_id", "eq", agent_id),
             Filter("environment_id", "eq", environment_id),
@@ -92,7 +90,7 @@ def list_deployments(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent deployments; filters ``agent_id``, ``environment_id``."""
     filters = equality_filters(fields, ids=("agent_id", "environment_id"))
     return list_response(
-        ctx, fields, "agent_deployments", sortable=SORTABLE, filters=filters,
+        ctx, fields, ctx.tables.agent_deployments, sortable=SORTABLE, filters=filters,
         summarize=lambda record: deployment_details(from_record(AgentDeployment, record)),
     )
 

@@ -166,6 +166,6 @@ def list_instances(ctx: Context, fields: Fields) -> dict[str, Any]:
     filters += started_between(fields)
     rulesets = Rulesets(ctx)
     return list_response(
-        ctx, fields, "agent_instances", sortable=SORTABLE, filters=filters,
+        ctx, fields, ctx.tables.agent_instances, sortable=SORTABLE, filters=filters,
         summarize=lambda record: instance_details(ctx, record, rulesets),
     )

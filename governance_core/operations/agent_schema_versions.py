@@ -32,14 +32,13 @@ SORTABLE = ("id", "inserted_at", "external_identifier")
 
 def current_deployment_refs(ctx: Context, schema_version_id: str) -> list[str]:
     """Return the ids of the deployments whose current version uses this schema version."""
-    versions = ctx.store.query(
-        "agent_versions", [tenant(ctx), Filter("agent_schema_version_id", "eq", schema_version_id)]
+    versions = ctx.tables.agent_versions.query(
+        [tenant(ctx), Filter("agent_schema_version_id", "eq", schema_version_id)]
     )
     if not versions:
         return []
-    deployments = ctx.store.query(
-        "agent_deployments",
-        [tenant(ctx), Filter("current_version_id", "in", [v["id"] for v in versions])],
+    deployments = ctx.tables.agent_deployments.query(
+        [tenant(ctx), Filter("current_version_id", "in", [v["id"] for v in versions])]
     )
     return [d["id"] for d in deployments]
 
@@ -90,8 +89,7 @@ def find_or_create_schema_version(
     ``external_identifier`` says the second time.
     """
     digest = declared.content_hash()
-    found = ctx.store.query(
-        "agent_schema_versions",
+    found = ctx.tables.agent_schema_versions.query(
         [tenant(ctx), Filter("agent_id", "eq", agent_id), Filter("content_hash", "eq", digest)],
         limit=1,
     )
@@ -111,7 +109,7 @@ def list_schema_versions(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent schema versions; filter ``agent_id``."""
     filters = equality_filters(fields, ids=("agent_id",))
     return list_response(
-        ctx, fields, "agent_schema_versions", sortable=SORTABLE, filters=filters,
+        ctx, fields, ctx.tables.agent_schema_versions, sortable=SORTABLE, filters=filters,
         summarize=lambda record: schema_version_details(ctx, record),
     )
 

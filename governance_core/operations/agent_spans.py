@@ -107,9 +107,9 @@ class SpanTypes:
             return None
         instance_id = record["agent_instance_id"]
         if instance_id not in self._by_instance:
-            instance = self._ctx.store.get("agent_instances", instance_id)
+            instance = self._ctx.tables.agent_instances.get(instance_id)
             version = instance and self._ctx.caches.schema_version(
-                self._ctx.store, instance["agent_schema_version_id"]
+                self._ctx.tables.agent_schema_versions, instance["agent_schema_version_id"]
             )
             self._by_instance[instance_id] = (version or {}).get(SPAN_TYPES) or {}
         entry = self._by_instance[instance_id].get(record["schema_name"])
@@ -152,7 +152,7 @@ def load_span(ctx: Context, span_id: object) -> Record:
     token's reach.
     """
     record = load_record(ctx, "agent_span", span_id)
-    instance = ctx.store.get("agent_instances", record["agent_instance_id"])
+    instance = ctx.tables.agent_instances.get(record["agent_instance_id"])
     if instance is None or not in_reach(ctx, instance):
         raise NotFound("agent_span not found")
     return record
@@ -333,7 +333,7 @@ def list_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
     filters: list[Filter] = []
     instance_id = fields.id("agent_instance_id", required=principal.is_ingestion)
     if instance_id is not None:
-        instance = ctx.store.get("agent_instances", instance_id)
+        instance = ctx.tables.agent_instances.get(instance_id)
         if principal.is_ingestion and (
             instance is None or instance.get("account_id") != ctx.account_id
             or not in_reach(ctx, instance)
@@ -360,7 +360,7 @@ def list_spans(ctx: Context, fields: Fields) -> dict[str, Any]:
     span_types = SpanTypes(ctx)
     rulesets = Rulesets(ctx)
     return list_response(
-        ctx, fields, "agent_spans", sortable=SORTABLE, filters=filters,
+        ctx, fields, ctx.tables.agent_spans, sortable=SORTABLE, filters=filters,
         summarize=lambda record: span_details(
             ctx, record, view, span_types.entry(record), rulesets
         ),

@@ -35,8 +35,8 @@ SORTABLE = ("id", "inserted_at", "external_identifier")
 
 def agent_version_details(ctx: Context, record: Record) -> dict[str, Any]:
     """Return the interface's AgentVersion details."""
-    deployments = ctx.store.query(
-        "agent_deployments", [tenant(ctx), Filter("current_version_id", "eq", record["id"])]
+    deployments = ctx.tables.agent_deployments.query(
+        [tenant(ctx), Filter("current_version_id", "eq", record["id"])]
     )
     return model_view(
         AgentVersion, record, "agent_version",
@@ -46,9 +46,7 @@ def agent_version_details(ctx: Context, record: Record) -> dict[str, Any]:
 
 def find_agent_version(ctx: Context, agent_id: str, external_identifier: str) -> Record | None:
     """Return the agent's version with ``external_identifier``, if any."""
-    found = ctx.store.query(
-        "agent_versions",
-        [
+    found = ctx.tables.agent_versions.query([
             tenant(ctx),
             Filter("agent_id", "eq", agent_id),
             Filter("external_identifier", "eq", external_identifier),
@@ -91,7 +89,7 @@ def list_agent_versions(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List agent versions; filter ``agent_id``."""
     filters = equality_filters(fields, ids=("agent_id",))
     return list_response(
-        ctx, fields, "agent_versions", sortable=SORTABLE, filters=filters,
+        ctx, fields, ctx.tables.agent_versions, sortable=SORTABLE, filters=filters,
         summarize=lambda record: agent_version_details(ctx, record),
     )
 

@@ -91,8 +91,8 @@ def check_external_identifier(
     """Raise ``conflict`` when another agent of the account uses ``external_identifier``."""
     if external_identifier is None:
         return
-    same = ctx.store.query(
-        "agents", [tenant(ctx), Filter("external_identifier", "eq", external_identifier)]
+    same = ctx.tables.agents.query(
+        [tenant(ctx), Filter("external_identifier", "eq", external_identifier)]
     )
     if any(record["id"] != own_id for record in same):
         raise Conflict(f"another agent already has external_identifier {external_identifier!r}")
@@ -132,7 +132,7 @@ def list_agents(ctx: Context, fields: Fields) -> dict[str, Any]:
     if status is not None:
         filters.append(Filter("status", "eq", status))
     return list_response(
-        ctx, fields, "agents", sortable=SORTABLE, filters=filters,
+        ctx, fields, ctx.tables.agents, sortable=SORTABLE, filters=filters,
         summarize=lambda record: agent_details(ctx, from_record(Agent, record)),
     )
 
@@ -145,8 +145,8 @@ def _list_shown(
     page = parse_page_request(fields.data, fields.errors)
     sorting = parse_sorting(fields.data, SORTABLE, fields.errors)
     fields.done()
-    records = ctx.store.query(
-        "agents", [tenant(ctx), *filters], sort=[] if sorting is None else sorting.sort_keys()
+    records = ctx.tables.agents.query(
+        [tenant(ctx), *filters], sort=[] if sorting is None else sorting.sort_keys()
     )
     agents = [agent for agent in (from_record(Agent, r) for r in records) if keep(agent)]
     window = agents[page.offset : page.offset + page.page_size]
@@ -174,7 +174,7 @@ def show_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
     filters = [tenant(ctx), Filter("agent_id", "eq", agent.id)]
     if environment_id is not None:
         filters.append(Filter("environment_id", "eq", environment_id))
-    runs = ctx.store.query("agent_instances", filters)
+    runs = ctx.tables.agent_instances.query(filters)
     if environment_id is not None:
         counts = Counter(run["status"] for run in runs)
         details["instance_counts"] = instance_counts_output({**counts, "total": len(runs)})
@@ -195,8 +195,8 @@ def _agent_to_show(ctx: Context, fields: Fields) -> Agent:
         return load(ctx, Agent, "agent", fields.raw("agent_id"))
     identifier = fields.str("external_identifier", required=True, max_length=IDENTIFIER_MAX)
     fields.done()
-    found = ctx.store.query(
-        "agents", [tenant(ctx), Filter("external_identifier", "eq", identifier)], limit=1
+    found = ctx.tables.agents.query(
+        [tenant(ctx), Filter("external_identifier", "eq", identifier)], limit=1
     )
     if not found:
         raise NotFound("agent not found")
@@ -312,12 +312,12 @@ def delete_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
     if not available_actions(agent.status, agent.instance_counts)["delete"]:
         raise InvalidAction("an agent with instances cannot be deleted; retire it instead")
     of_agent = [tenant(ctx), Filter("agent_id", "eq", agent.id)]
-    for deployment in ctx.store.query("agent_deployments", of_agent):
-        ctx.store.delete("agent_deployments", deployment["id"])
+    for deployment in ctx.tables.agent_deployments.query(of_agent):
+        ctx.tables.agent_deployments.delete(deployment["id"])
     # A caller may create a new agent with the deleted one's id: its tokens must not come back.
-    for record in ctx.store.query("api_tokens", [*of_agent, Filter("status", "ne", "revoked")]):
+    for record in ctx.tables.api_tokens.query([*of_agent, Filter("status", "ne", "revoked")]):
         _revoke(ctx, record)
-    ctx.store.delete("agents", agent.id)
+    ctx.tables.agents.delete(agent.id)
     return details_envelope(agent_details(ctx, agent))
 
 

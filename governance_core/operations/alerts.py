@@ -158,8 +158,7 @@ def clear_operation(ctx: Context, fields: Fields) -> dict[str, Any]:
         if alert is None:
             raise AlertUnknown(f"the run has no alert named {name!r}")
     else:
-        raised = ctx.store.query(
-            "alerts",
+        raised = ctx.tables.alerts.query(
             [tenant(ctx), Filter("agent_instance_id", "eq", instance["id"]),
              Filter("status", "eq", "raised")],
             limit=2,
@@ -218,7 +217,7 @@ def list_alerts(ctx: Context, fields: Fields) -> dict[str, Any]:
     ``name``.
     """
     return list_response(
-        ctx, fields, "alerts", sortable=SORTABLE, filters=_filters(ctx, fields),
+        ctx, fields, ctx.tables.alerts, sortable=SORTABLE, filters=_filters(ctx, fields),
         summarize=lambda record: alert_details(from_record(Alert, record)),
     )
 
@@ -228,4 +227,4 @@ def count_alerts(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Count alerts, with the list's filters: ``{status, count}``."""
     filters = _filters(ctx, fields)
     fields.done()
-    return success(count=ctx.store.count("alerts", [tenant(ctx), *filters]))
+    return success(count=ctx.tables.alerts.count([tenant(ctx), *filters]))

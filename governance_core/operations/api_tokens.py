@@ -45,7 +45,7 @@ def issue_token(
         admin_user_id=admin_user_id, agent_id=agent_id, environment_id=environment_id,
         expires_at=expires_at, description=description,
     )
-    ctx.store.put("api_tokens", to_record(token))
+    ctx.tables.api_tokens.put(to_record(token))
     return token, secret
 
 
@@ -69,7 +69,7 @@ def list_tokens(ctx: Context, fields: Fields) -> dict[str, Any]:
     if status is not None:
         filters.append(Filter("status", "eq", status))
     return list_response(
-        ctx, fields, "api_tokens", sortable=SORTABLE, summarize=_summary, filters=filters
+        ctx, fields, ctx.tables.api_tokens, sortable=SORTABLE, summarize=_summary, filters=filters
     )
 
 
@@ -131,8 +131,8 @@ def _transition(ctx: Context, fields: Fields, trigger: str) -> dict[str, Any]:
     save(ctx, "api_token", token)
     if status != "active":
         # Console sessions end with their token: kept, they would come back on activation.
-        for session in ctx.store.query("console_sessions", [Filter("token_id", "eq", token.id)]):
-            ctx.store.delete("console_sessions", session["id"])
+        for session in ctx.tables.console_sessions.query([Filter("token_id", "eq", token.id)]):
+            ctx.tables.console_sessions.delete(session["id"])
     return details_envelope(api_token_details(token))
 
 

@@ -51,7 +51,7 @@ def list_approvals(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List approvals; filters ``status`` and ``agent_instance_id``."""
     filters = [*_status_filters(ctx, fields), *equality_filters(fields, ids=("agent_instance_id",))]
     return list_response(
-        ctx, fields, "approvals", sortable=SORTABLE, filters=filters,
+        ctx, fields, ctx.tables.approvals, sortable=SORTABLE, filters=filters,
         summarize=lambda record: approval_details(ctx, record),
     )
 
@@ -78,7 +78,7 @@ def _resolve(ctx: Context, fields: Fields, status: str) -> dict[str, Any]:
         "resolved_by": {"token_id": principal.token_id, "admin_user_id": principal.admin_user_id},
         "resolution_reason": reason or None,
     }
-    ctx.store.put("approvals", record)
+    ctx.tables.approvals.put(record)
     return ready_envelope(approval_details(ctx, record))
 
 

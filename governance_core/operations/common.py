@@ -15,10 +15,9 @@ from governance_core.errors import InvalidValue, NotFound, UnexpectedRefType
 from governance_core.fields import Fields
 from governance_core.ids import is_pfid
 from governance_core.pagination import parse_page_request, parse_sorting
-from governance_core.repository import KIND_TABLES, Filter, Record, tenant_filter
+from governance_core.repository import Filter, Record, RecordTable, tenant_filter
 
 __all__ = [
-    "KIND_TABLES",
     "equality_filters",
     "list_response",
     "load",
@@ -44,7 +43,7 @@ def load_record(ctx: Context, kind: str, record_id: object) -> Record:
     """The caller's record of ``kind``; a malformed, missing or foreign id is ``not_found``."""
     if not is_pfid(record_id):
         raise NotFound(f"{kind} not found")
-    record = ctx.store.get(KIND_TABLES[kind], str(record_id))
+    record = ctx.tables.of_kind(kind).get(str(record_id))
     if record is None or record.get("account_id") != ctx.account_id:
         raise NotFound(f"{kind} not found")
     return record
@@ -58,7 +57,7 @@ def load(ctx: Context, cls: type[T], kind: str, record_id: object) -> T:
 def save(ctx: Context, kind: str, model: Any) -> Record:
     """Store a model in its kind's table; the stored record is returned."""
     record = to_record(model)
-    ctx.store.put(KIND_TABLES[kind], record)
+    ctx.tables.of_kind(kind).put(record)
     return record
 
 
@@ -73,7 +72,7 @@ def resolve_ref(
     """
     if value is None:
         return None
-    record = ctx.store.get(KIND_TABLES[kind], value)
+    record = ctx.tables.of_kind(kind).get(value)
     if record is not None and record.get("account_id") == ctx.account_id:
         return record
     holder = id_holder(ctx, value)
@@ -139,7 +138,7 @@ def reach_filters(ctx: Context) -> list[Filter]:
 def list_response(
     ctx: Context,
     fields: Fields,
-    table: str,
+    table: RecordTable,
     *,
     sortable: Collection[str],
     summarize: Callable[[Record], dict[str, Any]],
@@ -154,9 +153,8 @@ def list_response(
     sorting = parse_sorting(fields.data, sortable, fields.errors)
     fields.done()
     conditions = [tenant(ctx), *filters] if scoped else list(filters)
-    total = ctx.store.count(table, conditions)
-    records = ctx.store.query(
-        table,
+    total = table.count(conditions)
+    records = table.query(
         conditions,
         sort=[] if sorting is None else sorting.sort_keys(),
         offset=page.offset,

@@ -106,7 +106,7 @@ def record_interception(ctx: Context, fields: Fields) -> dict[str, Any]:
     kept = decision.get("interception")
     if kept is None:
         decision = {**decision, "interception": record}
-        ctx.store.put("decisions", decision)
+        ctx.tables.decisions.put(decision)
     elif kept != record:
         raise Conflict(f"decision {decision['id']} already holds another interception record")
     return ready_envelope(decision_details(decision))
@@ -139,7 +139,7 @@ def show_decision(ctx: Context, fields: Fields) -> dict[str, Any]:
     if not _in_reach(ctx, record):
         raise NotFound("decision not found")
     approval_id = record.get("approval_id")
-    approval = ctx.store.get("approvals", approval_id) if approval_id else None
+    approval = ctx.tables.approvals.get(approval_id) if approval_id else None
     shown = None if approval is None else approval_details(ctx, approval)
     return ready_envelope(decision_details(record, approval=shown))
 
@@ -149,6 +149,6 @@ def list_decisions(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List decisions; filters ``agent_instance_id`` (a run's decisions) and ``outcome``."""
     filters = equality_filters(fields, ids=("agent_instance_id",), choices={"outcome": OUTCOMES})
     return list_response(
-        ctx, fields, "decisions", sortable=SORTABLE, summarize=decision_details,
+        ctx, fields, ctx.tables.decisions, sortable=SORTABLE, summarize=decision_details,
         filters=[*filters, *reach_filters(ctx)],
     )

@@ -33,7 +33,7 @@ def delivery_details(delivery: Delivery) -> dict[str, Any]:
 
 
 def _load(ctx: Context, fields: Fields) -> Delivery:
-    return from_record(Delivery, load_own(ctx, "deliveries", fields.raw("delivery_id")))
+    return from_record(Delivery, load_own(ctx, ctx.tables.deliveries, fields.raw("delivery_id")))
 
 
 @operation("deliveries/list", write=False)
@@ -44,7 +44,7 @@ def list_deliveries(ctx: Context, fields: Fields) -> dict[str, Any]:
         choices={"status": STATUSES, "event_type": EVENT_TYPES},
     )
     return list_response(
-        ctx, fields, "deliveries", sortable=SORTABLE, filters=filters,
+        ctx, fields, ctx.tables.deliveries, sortable=SORTABLE, filters=filters,
         summarize=lambda record: delivery_details(from_record(Delivery, record)),
     )
 
@@ -54,8 +54,7 @@ def show_delivery(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Get a delivery with its latest attempts (status code, latency, error, response start)."""
     delivery = _load(ctx, fields)
     fields.done()
-    attempts = ctx.store.query(
-        "delivery_attempts",
+    attempts = ctx.tables.delivery_attempts.query(
         [tenant(ctx), Filter("delivery_id", "eq", delivery.id)],
         sort=[SortKey("attempted_at", descending=True)], limit=ATTEMPTS_SHOWN,
     )
@@ -79,5 +78,5 @@ def resend_delivery(ctx: Context, fields: Fields) -> dict[str, Any]:
         delivery, status="pending", round_attempts=0, next_attempt_at=ctx.now,
         updated_at=ctx.now,
     )
-    ctx.store.put("deliveries", to_record(delivery))
+    ctx.tables.deliveries.put(to_record(delivery))
     return details_envelope(delivery_details(delivery))

@@ -81,7 +81,8 @@ def _event_types(fields: Fields) -> list[str] | None:
 
 
 def _load(ctx: Context, fields: Fields) -> Destination:
-    return from_record(Destination, load_own(ctx, "destinations", fields.raw("destination_id")))
+    record = load_own(ctx, ctx.tables.destinations, fields.raw("destination_id"))
+    return from_record(Destination, record)
 
 
 @operation("destinations/create", write=True)
@@ -101,7 +102,7 @@ def create_destination(ctx: Context, fields: Fields) -> dict[str, Any]:
         event_types=event_types or [], secrets=[sealed(secret, ctx.config.cipher)],
         description=description,
     )
-    ctx.store.put("destinations", to_record(destination))
+    ctx.tables.destinations.put(to_record(destination))
     return details_envelope(destination_details(destination), secret=ShownOnce(secret))
 
 
@@ -109,7 +110,7 @@ def create_destination(ctx: Context, fields: Fields) -> dict[str, Any]:
 def list_destinations(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List the account's webhook destinations."""
     return list_response(
-        ctx, fields, "destinations", sortable=SORTABLE,
+        ctx, fields, ctx.tables.destinations, sortable=SORTABLE,
         summarize=lambda record: destination_details(from_record(Destination, record)),
     )
 
@@ -144,7 +145,7 @@ def update_destination(ctx: Context, fields: Fields) -> dict[str, Any]:
         destination = attrs.evolve(
             destination, **changes, version=destination.version + 1, updated_at=ctx.now
         )
-        ctx.store.put("destinations", to_record(destination))
+        ctx.tables.destinations.put(to_record(destination))
     return details_envelope(destination_details(destination))
 
 
@@ -153,7 +154,7 @@ def delete_destination(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Delete a destination; its pending deliveries become dead letters when next picked up."""
     destination = _load(ctx, fields)
     fields.done()
-    ctx.store.delete("destinations", destination.id)
+    ctx.tables.destinations.delete(destination.id)
     return details_envelope(destination_details(destination))
 
 
@@ -177,7 +178,7 @@ def rotate_secret(ctx: Context, fields: Fields) -> dict[str, Any]:
         ),
         version=destination.version + 1, updated_at=ctx.now,
     )
-    ctx.store.put("destinations", to_record(destination))
+    ctx.tables.destinations.put(to_record(destination))
     return details_envelope(destination_details(destination), secret=ShownOnce(secret))
 
 

@@ -37,8 +37,8 @@ def _summary(record: Record) -> dict[str, Any]:
 def _check_external_identifier(ctx: Context, value: str | None, own_id: str | None) -> None:
     if value is None:
         return
-    taken = ctx.store.query(
-        "environments", [tenant(ctx), Filter("external_identifier", "eq", value)], limit=2
+    taken = ctx.tables.environments.query(
+        [tenant(ctx), Filter("external_identifier", "eq", value)], limit=2
     )
     if any(record["id"] != own_id for record in taken):
         raise Conflict(f"an environment with external_identifier {value!r} already exists")
@@ -48,7 +48,9 @@ def _check_external_identifier(ctx: Context, value: str | None, own_id: str | No
 def list_environments(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List environments (an ``account_id`` member must name the caller's account)."""
     require_own_account(ctx, fields)
-    return list_response(ctx, fields, "environments", sortable=SORTABLE, summarize=_summary)
+    return list_response(
+        ctx, fields, ctx.tables.environments, sortable=SORTABLE, summarize=_summary
+    )
 
 
 @operation("environments/show", write=False)

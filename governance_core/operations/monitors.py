@@ -109,7 +109,7 @@ def _check_thresholds(fields: Fields, monitor: Monitor) -> None:
 
 
 def _load(ctx: Context, fields: Fields) -> Monitor:
-    return from_record(Monitor, load_own(ctx, "monitors", fields.raw("monitor_id")))
+    return from_record(Monitor, load_own(ctx, ctx.tables.monitors, fields.raw("monitor_id")))
 
 
 @operation("monitors/create", write=True)
@@ -124,7 +124,7 @@ def create_monitor(ctx: Context, fields: Fields) -> dict[str, Any]:
     )
     _check_thresholds(fields, monitor)
     fields.done()
-    ctx.store.put("monitors", to_record(monitor))
+    ctx.tables.monitors.put(to_record(monitor))
     return details_envelope(monitor_details(monitor))
 
 
@@ -136,7 +136,7 @@ def list_monitors(ctx: Context, fields: Fields) -> dict[str, Any]:
         choices={"metric": METRICS, "level": LEVELS, "status": STATUSES},
     )
     return list_response(
-        ctx, fields, "monitors", sortable=SORTABLE, filters=filters,
+        ctx, fields, ctx.tables.monitors, sortable=SORTABLE, filters=filters,
         summarize=lambda record: monitor_details(from_record(Monitor, record)),
     )
 
@@ -163,7 +163,7 @@ def update_monitor(ctx: Context, fields: Fields) -> dict[str, Any]:
         )
         _check_thresholds(fields, monitor)
         fields.done()
-        ctx.store.put("monitors", to_record(monitor))
+        ctx.tables.monitors.put(to_record(monitor))
     return details_envelope(monitor_details(monitor))
 
 
@@ -172,7 +172,7 @@ def delete_monitor(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Delete a monitor (an alert it raised stays, to be cleared by hand)."""
     monitor = _load(ctx, fields)
     fields.done()
-    ctx.store.delete("monitors", monitor.id)
+    ctx.tables.monitors.delete(monitor.id)
     return details_envelope(monitor_details(monitor))
 
 
@@ -186,9 +186,9 @@ def evaluate_monitors(ctx: Context, fields: Fields) -> dict[str, Any]:
     monitor_id = fields.id("monitor_id")
     fields.done()
     if monitor_id is not None:
-        monitors = [from_record(Monitor, load_own(ctx, "monitors", monitor_id))]
+        monitors = [from_record(Monitor, load_own(ctx, ctx.tables.monitors, monitor_id))]
     else:
-        due = ctx.store.query("monitors", [
+        due = ctx.tables.monitors.query([
             tenant(ctx), Filter("status", "eq", "active"),
             Filter("next_evaluation_at", "le", format_timestamp(ctx.now)),
         ])

@@ -30,7 +30,7 @@ def list_events(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List the account's notification events; filters ``event_type`` and ``subject_id``."""
     filters = equality_filters(fields, ids=("subject_id",), choices={"event_type": EVENT_TYPES})
     return list_response(
-        ctx, fields, "notification_events", sortable=SORTABLE, filters=filters,
+        ctx, fields, ctx.tables.notification_events, sortable=SORTABLE, filters=filters,
         summarize=lambda record: event_details(from_record(NotificationEvent, record)),
     )
 
@@ -39,7 +39,8 @@ def list_events(ctx: Context, fields: Fields) -> dict[str, Any]:
 def show_event(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Get a notification event."""
     event = from_record(
-        NotificationEvent, load_own(ctx, "notification_events", fields.raw("notification_event_id"))
+        NotificationEvent,
+        load_own(ctx, ctx.tables.notification_events, fields.raw("notification_event_id")),
     )
     fields.done()
     return details_envelope(event_details(event))

@@ -26,8 +26,8 @@ SORTABLE = ("id", "name", "email", "inserted_at")
 
 def person_team_ids(ctx: Context, person_id: str) -> list[str]:
     """Return the teams the person is on, in team creation order."""
-    memberships = ctx.store.query(
-        "team_memberships", [tenant(ctx), Filter("person_id", "eq", person_id)]
+    memberships = ctx.tables.team_memberships.query(
+        [tenant(ctx), Filter("person_id", "eq", person_id)]
     )
     return sorted(m["team_id"] for m in memberships)
 
@@ -79,13 +79,13 @@ def _read_team_ids(ctx: Context, fields: Fields) -> list[str] | None:
 
 def _assign_teams(ctx: Context, person_id: str, team_ids: list[str]) -> None:
     """Make the person's memberships exactly ``team_ids``."""
-    current = ctx.store.query(
-        "team_memberships", [tenant(ctx), Filter("person_id", "eq", person_id)]
+    current = ctx.tables.team_memberships.query(
+        [tenant(ctx), Filter("person_id", "eq", person_id)]
     )
     wanted = set(team_ids)
     for membership in current:
         if membership["team_id"] not in wanted:
-            ctx.store.delete("team_memberships", membership["id"])
+            ctx.tables.team_memberships.delete(membership["id"])
     have = {m["team_id"] for m in current}
     for team_id in team_ids:
         if team_id not in have:
@@ -93,7 +93,7 @@ def _assign_teams(ctx: Context, person_id: str, team_ids: list[str]) -> None:
                 id=ctx.new_id(), account_id=ctx.account_id, team_id=team_id,
                 person_id=person_id, inserted_at=ctx.now,
             )
-            ctx.store.put("team_memberships", to_record(joined))
+            ctx.tables.team_memberships.put(to_record(joined))
 
 
 @operation("people/list", write=False)
@@ -102,12 +102,13 @@ def list_people(ctx: Context, fields: Fields) -> dict[str, Any]:
     filters: list[Filter] = []
     team_id = fields.id("team_id")
     if team_id is not None:
-        memberships = ctx.store.query(
-            "team_memberships", [tenant(ctx), Filter("team_id", "eq", team_id)]
+        memberships = ctx.tables.team_memberships.query(
+            [tenant(ctx), Filter("team_id", "eq", team_id)]
         )
         filters.append(Filter("id", "in", [m["person_id"] for m in memberships]))
     return list_response(
-        ctx, fields, "people", sortable=SORTABLE, summarize=lambda r: person_summary(ctx, r),
+        ctx, fields, ctx.tables.people, sortable=SORTABLE,
+        summarize=lambda r: person_summary(ctx, r),
         filters=filters,
     )
 

@@ -153,7 +153,7 @@ def update_policy(ctx: Context, fields: Fields) -> dict[str, Any]:
             **record, **changed, "version": int(record.get("version") or 1) + 1,
             "updated_at": format_timestamp(ctx.now),
         }
-        ctx.store.put("policies", record)
+        ctx.tables.policies.put(record)
     return ready_envelope(policy_details(record))
 
 
@@ -170,7 +170,8 @@ def list_policies(ctx: Context, fields: Fields) -> dict[str, Any]:
     require_engine()
     filters = equality_filters(fields, choices={"mode": MODES})
     return list_response(
-        ctx, fields, "policies", sortable=SORTABLE, summarize=policy_details, filters=filters
+        ctx, fields, ctx.tables.policies, sortable=SORTABLE, summarize=policy_details,
+        filters=filters,
     )
 
 

@@ -73,16 +73,16 @@ def _target(ctx: Context, fields: Fields) -> tuple[Record | None, Record | None]
         ):
             raise NotPermitted("this token registers runs of its own agent and environment only")
         assert principal.agent_id is not None and principal.environment_id is not None
-        agent = ctx.store.get("agents", principal.agent_id)
-        environment = ctx.store.get("environments", principal.environment_id)
+        agent = ctx.tables.agents.get(principal.agent_id)
+        environment = ctx.tables.environments.get(principal.environment_id)
         if agent is None or environment is None:
             raise NotFound("the token's agent or environment no longer exists")
         return agent, environment
     agent = resolve_ref(ctx, fields, "agent_id", "agent", agent_id)
     if fields.raw("environment_id") is not None:
         return agent, resolve_ref(ctx, fields, "environment_id", "environment", environment_id)
-    defaults = ctx.store.query(
-        "environments", [tenant(ctx), Filter("is_default", "eq", True)], limit=1
+    defaults = ctx.tables.environments.query(
+        [tenant(ctx), Filter("is_default", "eq", True)], limit=1
     )
     if not defaults:
         fields.errors.required("environment_id", "the account has no default environment")
@@ -142,9 +142,7 @@ def register_instance(ctx: Context, fields: Fields) -> Registration:
     agent = from_record(Agent, agent_record)
     if not allowed(AGENT, agent.status, "instance"):
         raise InvalidAction("the agent is retired; reinstate it to register new runs")
-    if external_identifier is not None and ctx.store.count(
-        "agent_instances",
-        [
+    if external_identifier is not None and ctx.tables.agent_instances.count([
             tenant(ctx),
             Filter("agent_id", "eq", agent.id),
             Filter("external_identifier", "eq", external_identifier),
@@ -158,7 +156,7 @@ def register_instance(ctx: Context, fields: Fields) -> Registration:
     existing = find_agent_version(ctx, agent.id, version_request.external_identifier)
     if schema_request is None and existing is not None:
         # A registration that declares no schemas keeps the version's own.
-        schema_version = ctx.store.get("agent_schema_versions", existing["agent_schema_version_id"])
+        schema_version = ctx.tables.agent_schema_versions.get(existing["agent_schema_version_id"])
         assert schema_version is not None
     else:
         schema_version = find_or_create_schema_version(

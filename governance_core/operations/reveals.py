@@ -19,9 +19,8 @@ from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.sensitive import MARKER_KEY
 
-__all__ = ["TABLE", "marker_at"]
+__all__ = ["marker_at"]
 
-TABLE = "sensitive_reveals"
 """The table of reveal records."""
 
 POINTER_MAX = 1000
@@ -84,7 +83,7 @@ def record_reveal(ctx: Context, fields: Fields) -> dict[str, Any]:
         "admin_user_id": ctx.principal.admin_user_id,
         "inserted_at": format_timestamp(ctx.now),
     }
-    ctx.store.put(TABLE, reveal)
+    ctx.tables.sensitive_reveals.put(reveal)
     return details_envelope(_reveal_details(reveal))
 
 
@@ -93,6 +92,7 @@ def list_reveals(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List the recorded reveals of one span's sensitive values (``agent_span_id``)."""
     record = load_span(ctx, fields.raw("agent_span_id"))
     return list_response(
-        ctx, fields, TABLE, sortable=("id", "inserted_at"), summarize=_reveal_details,
+        ctx, fields, ctx.tables.sensitive_reveals, sortable=("id", "inserted_at"),
+        summarize=_reveal_details,
         filters=[Filter("owner_id", "eq", record["id"])],
     )

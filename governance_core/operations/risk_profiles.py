@@ -61,7 +61,9 @@ def _read_ruleset(fields: Fields) -> Ruleset | None:
 @operation("risk_profiles/list", write=False)
 def list_risk_profiles(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List risk profiles."""
-    return list_response(ctx, fields, "risk_profiles", sortable=SORTABLE, summarize=_summary)
+    return list_response(
+        ctx, fields, ctx.tables.risk_profiles, sortable=SORTABLE, summarize=_summary
+    )
 
 
 @operation("risk_profiles/show", write=False)
@@ -113,8 +115,8 @@ def update_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
     if "ruleset" in changes:
         # The default profile scores every agent without a profile of its own.
         rescore_runs(ctx, None if profile.is_default else [
-            agent["id"] for agent in ctx.store.query(
-                "agents", [tenant(ctx), Filter("risk_profile_id", "eq", profile.id)]
+            agent["id"] for agent in ctx.tables.agents.query(
+                [tenant(ctx), Filter("risk_profile_id", "eq", profile.id)]
             )
         ])
     return details_envelope(risk_profile_details(updated))
@@ -126,8 +128,8 @@ def delete_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
     profile = load(ctx, RiskProfile, "risk_profile", fields.raw("risk_profile_id"))
     if profile.is_default:
         raise InvalidAction("the account's default risk profile cannot be deleted")
-    assigned = ctx.store.count("agents", [tenant(ctx), Filter("risk_profile_id", "eq", profile.id)])
+    assigned = ctx.tables.agents.count([tenant(ctx), Filter("risk_profile_id", "eq", profile.id)])
     if assigned:
         raise Conflict(f"the risk profile is assigned to {assigned} agent(s)")
-    ctx.store.delete("risk_profiles", profile.id)
+    ctx.tables.risk_profiles.delete(profile.id)
     return details_envelope(risk_profile_details(profile))

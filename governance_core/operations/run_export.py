@@ -44,7 +44,6 @@ __all__ = [
 EXPORT_PAGE_MAX: Final = 1000
 """The most spans one page of an export holds, and the number a page holds by default."""
 
-_TABLE = "agent_spans"
 _TIMESTAMP = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z"
 CURSOR_PATTERN: Final = rf"^{_TIMESTAMP}_[0-7][0-9a-hjkmnp-tv-z]{{31}}$"
 """What a cursor looks like: the last span's ``started_at``, ``_``, and its id."""
@@ -90,14 +89,14 @@ def spans_after(
     """
     run = [tenant(ctx), Filter("agent_instance_id", "eq", instance_id)]
     if after is None:
-        return ctx.store.query(_TABLE, run, sort=_ORDER, limit=limit)
-    same_start = ctx.store.query(_TABLE, [
+        return ctx.tables.agent_spans.query(run, sort=_ORDER, limit=limit)
+    same_start = ctx.tables.agent_spans.query([
         *run, Filter("started_at", "eq", after.started_at), Filter("id", "gt", after.id),
     ], sort=_ORDER, limit=limit)
     if len(same_start) == limit:
         return same_start
-    later = ctx.store.query(
-        _TABLE, [*run, Filter("started_at", "gt", after.started_at)],
+    later = ctx.tables.agent_spans.query(
+        [*run, Filter("started_at", "gt", after.started_at)],
         sort=_ORDER, limit=limit - len(same_start),
     )
     return same_start + later

@@ -23,8 +23,8 @@ SORTABLE = ("id", "name", "inserted_at")
 def _counts(ctx: Context, team_id: str) -> dict[str, int]:
     by_team = [tenant(ctx), Filter("team_id", "eq", team_id)]
     return {
-        "agent_count": ctx.store.count("agents", by_team),
-        "people_count": ctx.store.count("team_memberships", by_team),
+        "agent_count": ctx.tables.agents.count(by_team),
+        "people_count": ctx.tables.team_memberships.count(by_team),
     }
 
 
@@ -43,7 +43,7 @@ def team_details(ctx: Context, team: Team) -> dict[str, Any]:
 def list_teams(ctx: Context, fields: Fields) -> dict[str, Any]:
     """List teams."""
     return list_response(
-        ctx, fields, "teams", sortable=SORTABLE, summarize=lambda r: team_summary(ctx, r)
+        ctx, fields, ctx.tables.teams, sortable=SORTABLE, summarize=lambda r: team_summary(ctx, r)
     )
 
 

@@ -81,7 +81,7 @@ def parse_root_wait(text: str | None) -> timedelta | None:
 
 def _activity_spans(governance: Governance, run_id: str) -> Iterator[Record]:
     filters = [Filter("agent_instance_id", "eq", run_id), Filter("purpose", "eq", "activity")]
-    yield from governance.store.iterate("agent_spans", filters)
+    yield from governance.tables.agent_spans.iterate(filters)
 
 
 def _is_trace_run(run: Record, first_span: Record | None) -> bool:
@@ -113,7 +113,8 @@ def end_idle_runs(
     cutoff = format_timestamp(governance.clock() - idle_after)
     accounts = (
         [account_id] if account_id is not None
-        else [account["id"] for account in governance.store.iterate("accounts")]
+        else [account["id"] for account in governance.tables.accounts.iterate(
+        )]
     )
     ended: list[str] = []
     for account in accounts:
@@ -133,7 +134,7 @@ def _end_account_runs(
     ]
     offset = 0
     while True:
-        page = governance.store.query("agent_instances", filters, offset=offset, limit=_PAGE)
+        page = governance.tables.agent_instances.query(filters, offset=offset, limit=_PAGE)
         done = 0
         for run in page:
             if run.get("updated_at", "") >= cutoff:

@@ -40,7 +40,6 @@ from governance_core.domain.runs import keep_run_parties, run_by_external_id, se
 from governance_core.domain.spans import read_unnamed
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
 from governance_core.fields import Fields
-from governance_core.idempotency import TABLE as IDEMPOTENCY_TABLE
 from governance_core.idempotency import (
     fingerprint,
     keep_digest,
@@ -66,8 +65,7 @@ from governance_core.otel.mapping import (
 )
 from governance_core.otel.model import Rejection, Span
 from governance_core.service import Governance
-from governance_core.storage.protocol import Filter, ReadAhead, Record
-from governance_core.storage.schema import IDS
+from governance_core.storage.protocol import Filter, Record
 
 if TYPE_CHECKING:
     from governance_core.context import Principal
@@ -414,7 +412,9 @@ class _Recorder:
         if schema_version_id is None:
             return None
         self._expected[group.trace_id] = schema_version_id
-        return self.governance.caches.schema_version(self.governance.store, schema_version_id)
+        return self.governance.caches.schema_version(
+            self.governance.tables.agent_schema_versions, schema_version_id
+        )
 
     def _expected_id(self, group: TraceGroup) -> str | None:
         target = group.target
@@ -476,18 +476,19 @@ class _Recorder:
             by_record[record_id(account_id, _SPAN_DIGESTS, span_id)] = span_id
             by_record[record_id(account_id, _CREATE, _key(span_id))] = span_id
         ctx = self.governance.context(self.principal)
-        store = ctx.store
+        tables = ctx.tables
+        keys = tables.idempotency_keys
         found: list[Record | None]
         span_ids = list(dict.fromkeys(by_record.values()))
         # Each create's look-ups (whether its id is taken or named as a parent by another
         # run's span) are answered from what these read for the step.
         read_unnamed(ctx, span_ids, run_id)
-        if isinstance(store, ReadAhead):
-            store.read_ahead(IDEMPOTENCY_TABLE, list(by_record))
-            store.read_ahead(IDS, span_ids)
-            found = [store.get(IDEMPOTENCY_TABLE, key) for key in by_record]
+        if tables.reads_ahead:
+            keys.read_ahead(list(by_record))
+            tables.ids.read_ahead(span_ids)
+            found = [keys.get(key) for key in by_record]
         else:
-            found = list(store.query(IDEMPOTENCY_TABLE, [Filter("id", "in", list(by_record))]))
+            found = list(keys.query([Filter("id", "in", list(by_record))]))
         return {
             by_record[record["id"]]: record["fingerprint"] for record in found if record is not None
         }
@@ -561,7 +562,7 @@ class _Recorder:
         if not records:
             return
         ctx = self.governance.context(self.principal)
-        instance = ctx.store.get("agent_instances", run_id)
+        instance = ctx.tables.agent_instances.get(run_id)
         assert instance is not None, "the span's create has just read its run"
         for name, payload in records:
             instance = set_quality(ctx, instance, name, payload)
@@ -577,7 +578,7 @@ class _Recorder:
         if session_id is None and user_id is None:
             return
         ctx = self.governance.context(self.principal)
-        run = ctx.store.get("agent_instances", run_id)
+        run = ctx.tables.agent_instances.get(run_id)
         assert run is not None, "the span's create has just read its run"
         keep_run_parties(ctx, run, session_id, user_id)
 

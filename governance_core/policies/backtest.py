@@ -28,7 +28,7 @@ from governance_core.models.policies import OUTCOMES
 from governance_core.policies.deciding import compile_policies
 from governance_core.policies.engine import require_engine
 from governance_core.policies.recorded import JudgedSpan, RecordedJudge
-from governance_core.repository import Filter, Record, SortKey, tenant_filter
+from governance_core.repository import Filter, Record, RecordTable, SortKey, tenant_filter
 from governance_core.rules.aggregates import ACTIVITY
 
 __all__ = [
@@ -180,26 +180,26 @@ class BacktestReport:
 
 
 def _keyset_pages(
-    ctx: Context, table: str, filters: Sequence[Filter], size: int
+    ctx: Context, table: RecordTable, filters: Sequence[Filter], size: int
 ) -> Iterator[list[Record]]:
     """Every record of ``table`` matching ``filters`` in (started_at, id) order, page by page.
 
     The store's filters are conjunctive, so "after (started_at, id)" is two indexed queries:
     the same start with a greater id, then later starts. No page reads a record before it.
     """
-    page = ctx.store.query(table, list(filters), sort=_ORDER, limit=size)
+    page = table.query(list(filters), sort=_ORDER, limit=size)
     while page:
         yield page
         if len(page) < size:
             return
         last = page[-1]
-        page = ctx.store.query(table, [
+        page = table.query([
             *filters, Filter("started_at", "eq", last["started_at"]),
             Filter("id", "gt", last["id"]),
         ], sort=_ORDER, limit=size)
         if len(page) < size:
-            page += ctx.store.query(
-                table, [*filters, Filter("started_at", "gt", last["started_at"])],
+            page += table.query(
+                [*filters, Filter("started_at", "gt", last["started_at"])],
                 sort=_ORDER, limit=size - len(page),
             )
 
@@ -242,8 +242,8 @@ def backtest_policy(
         window=window, limit=limit,
         observed_outcomes=dict.fromkeys(OUTCOMES, 0) if draft.mode == "observe" else None,
     )
-    for runs in _keyset_pages(ctx, "agent_instances", _run_filters(ctx, window, draft.scope),
-                              _RUN_PAGE):
+    runs_in_window = _run_filters(ctx, window, draft.scope)
+    for runs in _keyset_pages(ctx, ctx.tables.agent_instances, runs_in_window, _RUN_PAGE):
         for instance in runs:
             run = judge.start(instance, stored=False)
             if run is None:
@@ -254,7 +254,7 @@ def backtest_policy(
                 tenant_filter(ctx.account_id), Filter("agent_instance_id", "eq", instance["id"]),
                 Filter("purpose", "eq", ACTIVITY),
             ]
-            for page in _keyset_pages(ctx, "agent_spans", spans, _SPAN_PAGE):
+            for page in _keyset_pages(ctx, ctx.tables.agent_spans, spans, _SPAN_PAGE):
                 for judged in judge.judge(run, page):
                     run_item = report.count(instance, judged, run_item)
     return report

@@ -188,7 +188,7 @@ def _kept(caches: Caches) -> _Kept:
 def active_policies(ctx: Context) -> ActivePolicies:
     """The caller's account's live policies, compiled once per change of any of them."""
     account = ctx.account_id
-    rows = ctx.store.aggregate("policies", sums=["version"], filters=[tenant_filter(account)])
+    rows = ctx.tables.policies.aggregate(sums=["version"], filters=[tenant_filter(account)])
     stamp = (rows[0].count, rows[0].sums[0]) if rows else (0, 0)
     if stamp[0] == 0:
         return _NONE
@@ -198,8 +198,7 @@ def active_policies(ctx: Context) -> ActivePolicies:
         return found[1]
     records = {
         record["id"]: record
-        for record in ctx.store.query(
-            "policies",
+        for record in ctx.tables.policies.query(
             [tenant_filter(account), Filter("mode", "in", list(_LIVE_MODES))],
             sort=[SortKey("id")],
         )
@@ -283,7 +282,7 @@ def run_request(
 
     agent: Record = {}
     if reads("external_identifier", *_RISK):
-        agent = ctx.store.get("agents", instance["agent_id"]) or {}
+        agent = ctx.tables.agents.get(instance["agent_id"]) or {}
     span_type = action.name if action.kind == "span" else action.span_type
     declares = span_type is not None and reads(*_DECLARED)
     schema_version = run_schema_version(ctx, instance) if declares or reads(*_RISK) else None
@@ -295,7 +294,7 @@ def run_request(
     counts = instance.get("span_counts") or {}
     tool_calls = 0
     if reads("tool_calls"):
-        tool_calls = ctx.store.count("decisions", [
+        tool_calls = ctx.tables.decisions.count([
             Filter("agent_instance_id", "eq", instance["id"]),
             Filter("action_kind", "eq", "tool_call"),
             Filter("outcome", "eq", "allow"),
@@ -303,7 +302,7 @@ def run_request(
     cost_today = 0
     if reads("cost_today_micro_usd"):
         midnight = datetime.combine(ctx.now.date(), time(), tzinfo=ctx.now.tzinfo)
-        rows = ctx.store.aggregate("agent_instances", sums=["total_cost"], filters=[
+        rows = ctx.tables.agent_instances.aggregate(sums=["total_cost"], filters=[
             Filter("agent_id", "eq", instance["agent_id"]),
             Filter("started_at", "ge", format_timestamp(midnight)),
         ])
@@ -509,7 +508,7 @@ def _consume(ctx: Context, instance: Record, digest: str, decision_id: str) -> R
     PostgreSQL a serializable transaction (two that take the same approval cannot both
     commit; the loser runs again and finds it used) make the use happen once.
     """
-    for record in ctx.store.query("approvals", [
+    for record in ctx.tables.approvals.query([
         Filter("agent_instance_id", "eq", instance["id"]),
         Filter("digest", "eq", digest),
         Filter("status", "eq", "approved"),
@@ -519,13 +518,13 @@ def _consume(ctx: Context, instance: Record, digest: str, decision_id: str) -> R
                 **record, "consumed_at": format_timestamp(ctx.now),
                 "consumed_by_decision_id": decision_id, "updated_at": format_timestamp(ctx.now),
             }
-            ctx.store.put("approvals", used)
+            ctx.tables.approvals.put(used)
             return used
     return None
 
 
 def _pending(ctx: Context, instance: Record, digest: str) -> Record | None:
-    for record in ctx.store.query("approvals", [
+    for record in ctx.tables.approvals.query([
         Filter("agent_instance_id", "eq", instance["id"]),
         Filter("digest", "eq", digest),
         Filter("status", "eq", "pending"),
@@ -573,7 +572,7 @@ def decide_action(
         observed_outcome=verdict.observed_outcome, warnings=verdict.warnings, reasons=reasons,
         approval_id=approval_id,
     )
-    ctx.store.put("decisions", decision)
+    ctx.tables.decisions.put(decision)
     if outcome == "deny" and find_alert(ctx, instance["id"], POLICY_DENIED) is None:
         raise_policy_denied(ctx, instance, decision)
     return decision
@@ -646,5 +645,5 @@ def _open_approval(
         "resolved_at": None, "resolved_by": None, "resolution_reason": None,
         "consumed_at": None, "consumed_by_decision_id": None,
     }
-    ctx.store.put("approvals", record)
+    ctx.tables.approvals.put(record)
     return record

@@ -68,7 +68,7 @@ class RecordedJudgement:
 
 def _approved(ctx: Context, run: Record, action: Action) -> Record | None:
     """An approved approval of the same action on the run (used or not), or None."""
-    found = ctx.store.query("approvals", [
+    found = ctx.tables.approvals.query([
         Filter("agent_instance_id", "eq", run["id"]),
         Filter("digest", "eq", action_digest(run["id"], action)),
         Filter("status", "eq", "approved"),
@@ -148,7 +148,7 @@ def keep_recorded(ctx: Context, run: Record, judgement: RecordedJudgement) -> Re
     (its ``raised_alert_count``), so write the run on from the record returned.
     """
     for decision in judgement.decisions:
-        ctx.store.put("decisions", decision)
+        ctx.tables.decisions.put(decision)
     if judgement.alert_due:
         first = next(d for d in judgement.decisions if d["outcome"] == "deny")
         run = raise_policy_denied(ctx, run, first)
@@ -165,6 +165,6 @@ def judge_and_keep(ctx: Context, run_before: Record, spans: Sequence[Record]) ->
     judgement = judge_recorded(ctx, run_before, spans)
     if not (judgement.decisions or judgement.alert_due):
         return
-    run = ctx.store.get("agent_instances", run_before["id"])
+    run = ctx.tables.agent_instances.get(run_before["id"])
     assert run is not None, "the run was moved in this very transaction"
     keep_recorded(ctx, run, judgement)

@@ -19,9 +19,9 @@ def resolved_approvals(
     One page from ``offset``, and how many there are in all.
     """
     conditions = [tenant_filter(ctx.account_id), Filter("status", "in", list(RESOLVED_STATUSES))]
-    records = ctx.store.query(
-        "approvals", conditions,
+    records = ctx.tables.approvals.query(
+        conditions,
         sort=[SortKey("resolved_at", descending=True), SortKey("id", descending=True)],
         offset=offset, limit=limit,
     )
-    return records, ctx.store.count("approvals", conditions)
+    return records, ctx.tables.approvals.count(conditions)

@@ -387,7 +387,7 @@ class RecordedJudge:
     def _agent(self, agent_id: str) -> Record:
         agent = self._agents.get(agent_id)
         if agent is None:
-            agent = self._agents[agent_id] = self.ctx.store.get("agents", agent_id) or {}
+            agent = self._agents[agent_id] = self.ctx.tables.agents.get(agent_id) or {}
         return agent
 
     def start(self, instance: Record, *, stored: bool) -> RunBeingJudged | None:
@@ -456,7 +456,7 @@ class RecordedJudge:
                 bound = format_timestamp(self.ctx.now)
             else:
                 bound = format_timestamp(run.started if run.started and today else at)
-            rows = self.ctx.store.aggregate("agent_instances", sums=["total_cost"], filters=[
+            rows = self.ctx.tables.agent_instances.aggregate(sums=["total_cost"], filters=[
                 tenant_filter(run.instance["account_id"]),
                 Filter("agent_id", "eq", run.instance["agent_id"]),
                 Filter("started_at", "ge", day), Filter("started_at", "lt", bound),

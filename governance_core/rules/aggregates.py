@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from governance_core.models.agents import empty_span_counts
+from governance_core.models.records import Record
 from governance_core.rules.token_groups import token_groups
-from governance_core.storage.protocol import Record
 
 __all__ = [
     "ACTIVITY",

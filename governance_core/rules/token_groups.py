@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from governance_core.models.records import Record
 from governance_core.rules.cost import UNKNOWN_MODEL, TokenGroup, Usage, extract_usage
-from governance_core.storage.protocol import Record
 
 __all__ = ["apply_usage", "span_usage", "stored_token_groups", "token_groups"]
 

@@ -35,6 +35,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
+from governance_core.models.records import Record
+
 __all__ = [
     "AggregateRow",
     "BatchedWrites",
@@ -51,7 +53,6 @@ __all__ = [
     "TakesTurns",
 ]
 
-Record = dict[str, Any]
 FilterOp = Literal["eq", "ne", "lt", "le", "gt", "ge", "in"]
 NullsOrder = Literal["first", "last", "auto"]
 

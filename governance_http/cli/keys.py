@@ -17,7 +17,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from governance_core.domain.sensitive_values import REKEY_BATCH, TABLE, rekey
+from governance_core.domain.sensitive_values import REKEY_BATCH, rekey
 from governance_core.encryption import (
     FernetCipher,
     generate_key,
@@ -122,7 +122,7 @@ def stored_before_key(gov: Governance, db: str) -> str | None:
     Asked when a key was just made for a store that existed: what it holds was stored in
     plain.
     """
-    values, destinations = gov.store.count(TABLE), gov.store.count("destinations")
+    values, destinations = gov.tables.sensitive_values.count(), gov.tables.destinations.count()
     if not values and not destinations:
         return None
     return (f"{values} record(s) of sensitive values and {destinations} webhook "

@@ -70,3 +70,55 @@ def test_the_domain_imports_no_operation_module() -> None:
         upward = {name for name in imports_of(module)
                   if name.startswith("governance_core.operations")}
         assert not upward, f"{module} imports {upward}"
+
+
+_TABLE_CALLS = frozenset({
+    "get", "put", "delete", "query", "count", "iterate", "aggregate", "read_ahead", "prepare",
+    "write_prepared", "change_mark",
+})
+
+
+def _is_store(node: ast.expr) -> bool:
+    """Whether ``node`` names a store: ``store``, ``_store``, or an attribute of that name."""
+    name = node.id if isinstance(node, ast.Name) else (
+        node.attr if isinstance(node, ast.Attribute) else None
+    )
+    return name in ("store", "_store")
+
+
+def _package_sources() -> list[Path]:
+    """Every module of both packages but the storage adapters and the repository."""
+    allowed = (ROOT / "governance_core" / "storage", ROOT / "governance_core" / "repository.py")
+    return [
+        path for package in ("governance_core", "governance_http")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if not any(path == place or place in path.parents for place in allowed)
+    ]
+
+
+def test_only_storage_and_the_repository_name_tables_to_the_store() -> None:
+    offences = []
+    for path in _package_sources():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in _TABLE_CALLS and _is_store(node.func.value)):
+                offences.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offences, f"a table named to a store outside storage and the repository: {offences}"
+
+
+def test_the_repository_has_every_table_of_the_schema() -> None:
+    from governance_core.repository import RecordTable, Tables
+    from governance_core.storage.memory import MemoryStore
+    from governance_core.storage.schema import TABLES
+
+    tables = Tables(MemoryStore())
+    declared = {name for name in vars(Tables) if isinstance(getattr(tables, name), RecordTable)}
+    assert declared == set(TABLES)
+    assert all(getattr(tables, name).name == name for name in TABLES)
+
+
+def test_rules_depend_on_nothing_but_rules_models_and_errors() -> None:
+    leaves = ("governance_core.rules", "governance_core.models", "governance_core.errors")
+    for module in _modules("governance_core.rules"):
+        outside = {name for name in imports_of(module) if not name.startswith(leaves)}
+        assert not outside, f"{module} imports {outside}"
