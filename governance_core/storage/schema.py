@@ -209,6 +209,8 @@ TABLES: dict[str, Table] = {
             indexes=(
                 ("account_id", "status"), ("agent_id", "status"),
                 ("agent_id", "external_identifier"), ("environment_id",),
+                # An agent's runs started today (a daily budget's cost): never all its runs.
+                ("agent_id", "started_at"),
                 ("agent_deployment_id",),
                 ("account_id", "started_at", "status", "risk_level", "total_cost"),
                 ("account_id", "risk_level", "started_at"),

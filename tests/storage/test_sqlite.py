@@ -653,3 +653,24 @@ def test_a_busy_database_is_tried_again_within_milliseconds(
     assert len(pauses) == 12
     assert max(pauses) <= 0.004
     assert sum(pauses) < 0.05
+
+
+def test_an_agents_runs_of_a_day_are_read_from_their_own_index(
+    store: SQLiteStore, path: Path
+) -> None:
+    # A daily budget sums the cost of the agent's runs started today: with thousands of runs
+    # behind it, a decide must not read them all.
+    for day in range(1, 29):
+        store.put("agent_instances", {
+            "id": f"r{day}", "account_id": "a", "agent_id": "g", "status": "completed",
+            "started_at": f"2026-02-{day:02d}T10:00:00.000000Z", "total_cost": 1.0,
+        })
+    plan = " ".join(str(row) for row in _raw(path).execute(
+        "EXPLAIN QUERY PLAN SELECT count(*), sum(total_cost) FROM agent_instances"
+        " WHERE agent_id = 'g' AND started_at >= '2026-02-28T00:00:00.000000Z'"
+    ))
+    assert "idx_agent_instances_agent_id_started_at" in plan, plan
+    rows = store.aggregate("agent_instances", sums=["total_cost"], filters=[
+        Filter("agent_id", "eq", "g"), Filter("started_at", "ge", "2026-02-28T00:00:00.000000Z"),
+    ])
+    assert [(row.count, row.sums) for row in rows] == [(1, (1.0,))]
