@@ -118,3 +118,5 @@ def bench(session: nox.Session) -> None:
     ):
         session.run("python", script)
     session.run("python", "benchmarks/serve_bench.py", "--goals", "--rounds", "3")
+    session.run("python", "benchmarks/sqlite_writers_bench.py", "--requests", "3000",
+                "--rounds", "2")
