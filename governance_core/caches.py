@@ -14,7 +14,7 @@ Beside them, and not read from the store: the recent failed attempts to present 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -22,9 +22,8 @@ from governance_core.models.records import Record
 from governance_core.rate_limits import FailedAttempts
 
 if TYPE_CHECKING:
-    from governance_core.context import KnownToken
-    from governance_core.domain.runs import SpanType
     from governance_core.repository import RecordTable
+    from governance_core.rules.payload_validation import SpanType
     from governance_core.rules.risk import Ruleset
 
 __all__ = ["BoundedCache", "Caches"]
@@ -67,9 +66,6 @@ class Caches:
         # the run it reads in its transaction against it) for the payload checks made before
         # that transaction opens.
         self.run_schema_versions: BoundedCache[str, tuple[str, str]] = BoundedCache()
-        # By token hash and the store's change mark of tokens and accounts: the token as
-        # authentication checks it.
-        self.tokens: BoundedCache[tuple[str, Hashable], KnownToken] = BoundedCache()
         # By the JSON text of a stored ruleset: the ruleset, parsed.
         self.rulesets: BoundedCache[str, Ruleset] = BoundedCache()
         # By schema version id and a kept ruleset's identity: that ruleset (so its identity

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import attrs
 
 from governance_core import policies
-from governance_core.caches import Caches
+from governance_core.caches import BoundedCache, Caches
 from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp
 from governance_core.context import Config, Context, KnownToken, Principal
@@ -107,6 +107,9 @@ class Governance:
         self.config = config or Config()
         self.registry = registry if registry is not None else default_registry()
         self.caches = Caches()
+        # By token hash and the store's change mark of tokens and accounts: the token as
+        # authentication checks it.
+        self._tokens: BoundedCache[tuple[str, Hashable], KnownToken] = BoundedCache()
         self._writing = threading.local()
         self._turns = store if isinstance(store, TakesTurns) else None
 
@@ -233,7 +236,7 @@ class Governance:
         mark = tables.change_mark(tables.api_tokens, tables.accounts)
         if mark is None:
             return read()
-        kept = self.caches.tokens.get((token_hash, mark), read)
+        kept = self._tokens.get((token_hash, mark), read)
         assert kept is not None
         return kept
 

@@ -27,7 +27,7 @@ from governance_core.converter import from_record, to_record
 from governance_core.models.agents import Agent, AgentInstance, AgentSpan, empty_instance_counts
 from governance_core.repository import Filter, Record, tenant_filter
 from governance_core.rules.aggregates import ACTIVITY, apply_span, latest
-from governance_core.rules.payload_validation import PayloadCheck, payload_check, validate_payload
+from governance_core.rules.payload_validation import SpanType, validate_payload
 from governance_core.rules.states import INSTANCE, SPAN, advance
 from governance_core.rules.templates import render_template
 
@@ -133,27 +133,6 @@ def control(instance: Record) -> dict[str, Any]:
     if instance["status"] != "terminated":
         return {}
     return {"control": {"terminate": True, "reason": instance.get("termination_reason")}}
-
-@attrs.frozen
-class SpanType:
-    """A span type of a run's schema version, its payload checks prepared once.
-
-    Schema versions never change once stored, so :func:`prepared_span_type` keeps one per
-    process and type: the schemas are read once, not on every span.
-    """
-
-    entry: dict[str, Any]
-    check_params: PayloadCheck
-    check_result: PayloadCheck
-
-    @classmethod
-    def prepare(cls, entry: dict[str, Any]) -> SpanType:
-        """Prepare the span type declared by ``entry``."""
-        return cls(
-            entry, payload_check(entry.get("params_schema")),
-            payload_check(entry.get("result_schema")),
-        )
-
 
 def prepared_span_type(
     ctx: Context, schema_version: Record | None, name: str

@@ -70,6 +70,7 @@ __all__ = [
     "REFERENCE_STEPS",
     "VALIDATION_STEPS",
     "PayloadCheck",
+    "SpanType",
     "outside_references",
     "payload_check",
     "schema_cost",
@@ -152,6 +153,28 @@ def payload_check(schema: object) -> PayloadCheck:
     if isinstance(checker, str):
         return functools.partial(_fixed, checker)
     return functools.partial(_check, checker)
+
+
+@attrs.frozen
+class SpanType:
+    """A span type of a schema version (its declaration ``entry``), its payload checks made.
+
+    Schema versions never change once stored, so one is prepared per process and type (see
+    :func:`governance_core.domain.runs.prepared_span_type`): the schemas are read once, not on
+    every span.
+    """
+
+    entry: dict[str, Any]
+    check_params: PayloadCheck
+    check_result: PayloadCheck
+
+    @classmethod
+    def prepare(cls, entry: dict[str, Any]) -> SpanType:
+        """Prepare the span type declared by ``entry``."""
+        return cls(
+            entry, payload_check(entry.get("params_schema")),
+            payload_check(entry.get("result_schema")),
+        )
 
 
 def _fixed(message: str, payload: object) -> dict[str, Any]:
