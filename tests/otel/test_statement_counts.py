@@ -8,7 +8,9 @@ reads per step do not grow with its spans.
 from __future__ import annotations
 
 import collections
+import re
 from pathlib import Path
+from typing import Any
 
 from governance_core.otel import ingest
 from governance_core.otel.ingest import ExportSteps
@@ -44,3 +46,51 @@ def test_an_exports_reads_do_not_grow_with_its_spans(tmp_path: Path) -> None:
     for read in per_span:
         assert large[read] <= 3 * max(small[read], 3), (read, small, large)
     assert sum(large.values()) <= 50, large
+
+
+def _postgres_statements(spans: int) -> collections.Counter[str]:
+    """The statements PostgreSQL is sent for a new run's ``spans``-span export, by verb and
+    table (many rows sent with one ``executemany`` count once: they go in one round trip)."""
+    from governance_core.storage.postgres import PostgresStore
+    from tests.stores import make_store
+
+    store = make_store("postgres")
+    assert isinstance(store, PostgresStore)
+    seen: collections.Counter[str] = collections.Counter()
+    one, many = store._execute, store._execute_many
+
+    def note(query: str) -> str:
+        words = query.split()
+        table = re.search(r'(?:FROM|INTO|UPDATE)\s+("?\w+"?)', query)
+        return f"{words[0].upper()} {table.group(1).strip(chr(34)) if table else ''}".strip()
+
+    def execute(query: str, params: Any = (), *, fetch: bool = True) -> Any:
+        seen[note(query)] += 1
+        return one(query, params, fetch=fetch)
+
+    def execute_many(query: str, rows: Any) -> None:
+        seen[note(query)] += 1
+        many(query, rows)
+
+    gov = Governance(store)
+    try:
+        principal = gov.authenticate(gov.bootstrap().token)
+        body = decode_request(export(1, spans), PROTOBUF, 64)
+        store._execute = execute  # type: ignore[method-assign]
+        store._execute_many = execute_many  # type: ignore[method-assign]
+        result = ingest(gov, principal, body, steps=ExportSteps(max_seconds=3600))
+        assert result.accepted == spans and not result.rejected
+        return seen
+    finally:
+        gov.close()
+
+
+def test_a_postgresql_export_sends_statements_per_step_not_per_span() -> None:
+    small, large = _postgres_statements(64), _postgres_statements(512)
+    # Each table's spans and idempotency records go in one executemany a step, and a step's
+    # reads do not grow with its spans: a 512-span export is three steps of 200 at most.
+    for statement in set(small) | set(large):
+        assert large[statement] <= 3 * max(small[statement], 2), (statement, small, large)
+    assert large["INSERT agent_spans"] <= 3 and large["INSERT idempotency_keys"] <= 3, large
+    # The new run's registration included (its agent, versions, deployment and run).
+    assert sum(large.values()) <= 64, large
