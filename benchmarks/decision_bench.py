@@ -24,7 +24,6 @@ other 30.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import multiprocessing
 import os
@@ -37,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from servers import HOST, free_port, start_server, stop_server
+from servers import Request, free_port, start_server, stop_server, timed_requests
 
 from governance_core.context import Context
 from governance_core.policies.deciding import Action, active_policies, run_request
@@ -152,23 +151,12 @@ SERVER = (
 def timed(args: tuple[int, str, str, int]) -> list[float]:
     """Send ``count`` pings (``run_id`` empty) or decides on one connection; each latency."""
     port, token, run_id, count = args
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    connection = http.client.HTTPConnection(HOST, port, timeout=30)
-    latencies = []
-    for number in range(count):
-        if run_id:
-            method, target = "POST", "/api/v1/decision"
-            body: str | None = json.dumps(decide_body(run_id, number))
-        else:
-            method, target, body = "GET", "/api/v1/ping", None
-        began = time.perf_counter()
-        connection.request(method, target, body=body, headers=headers)
-        response = connection.getresponse()
-        response.read()
-        latencies.append(time.perf_counter() - began)
-        if response.status != 200:
-            raise RuntimeError(f"{method} {target} answered {response.status}")
-    return latencies
+    requests: list[Request] = [
+        ("POST", "/api/v1/decision", json.dumps(decide_body(run_id, number))) if run_id
+        else ("GET", "/api/v1/ping", None)
+        for number in range(count)
+    ]
+    return timed_requests(port, token, requests)
 
 
 def rate(port: int, token: str, runs: Sequence[str], requests: int) -> tuple[float, float]:

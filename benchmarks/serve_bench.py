@@ -35,7 +35,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from servers import HOST, free_port, start_server, stop_server
+from servers import HOST, Request, free_port, start_server, stop_server, timed_requests
 
 from governance_core.service import Governance
 from governance_http.serving import DB_ENVIRONMENT_VARIABLE
@@ -185,7 +185,8 @@ DEFAULT_SERVER = (
 )
 
 
-def _span_body(instance_id: str, number: int) -> dict[str, object]:
+def span_body(instance_id: str, number: int) -> dict[str, object]:
+    """A complete LLM span of the run ``instance_id`` (of type ``bench:llm``)."""
     return {
         "agent_instance_id": instance_id, "schema_name": "bench:llm", "status": "complete",
         "started_at": "2026-11-21T16:41:59Z", "finished_at": "2026-11-21T16:42:00Z",
@@ -195,27 +196,17 @@ def _span_body(instance_id: str, number: int) -> dict[str, object]:
     }
 
 
-def timed_requests(args: tuple[int, str, str, str, int, str]) -> list[float]:
+def pings_or_spans(args: tuple[int, str, str, str, int, str]) -> list[float]:
     """Send ``count`` pings (GET) or span creates (POST) on one connection; each latency."""
     port, token, method, instance_id, count, label = args
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    connection = http.client.HTTPConnection(HOST, port, timeout=30)
-    latencies = []
-    for number in range(count):
-        body = None
-        target = "/api/v1/ping"
-        if method == "POST":
-            target = "/api/v1/agent_spans"
-            body = json.dumps({**_span_body(instance_id, number),
-                               "idempotency_key": f"{label}-{os.getpid()}-{number:08d}"})
-        began = time.perf_counter()
-        connection.request(method, target, body=body, headers=headers)
-        response = connection.getresponse()
-        response.read()
-        latencies.append(time.perf_counter() - began)
-        if response.status != 200:
-            raise RuntimeError(f"{method} {target} answered {response.status}")
-    return latencies
+    requests: list[Request] = [
+        ("POST", "/api/v1/agent_spans", json.dumps({
+            **span_body(instance_id, number),
+            "idempotency_key": f"{label}-{os.getpid()}-{number:08d}",
+        })) if method == "POST" else ("GET", "/api/v1/ping", None)
+        for number in range(count)
+    ]
+    return timed_requests(port, token, requests)
 
 
 def concurrent_rate(
@@ -226,11 +217,11 @@ def concurrent_rate(
     with multiprocessing.get_context("spawn").Pool(clients) as pool:
         warm = [(port, token, method, instance_id, 50, f"warm-{label}-{i}")
                 for i in range(clients)]
-        pool.map(timed_requests, warm)
+        pool.map(pings_or_spans, warm)
         jobs = [(port, token, method, instance_id, share, f"{label}-{i}")
                 for i in range(clients)]
         began = time.perf_counter()
-        results = pool.map(timed_requests, jobs)
+        results = pool.map(pings_or_spans, jobs)
         elapsed = time.perf_counter() - began
     latencies = sorted(latency for result in results for latency in result)
     return len(latencies) / elapsed, latencies[int(len(latencies) * 0.99) - 1]
@@ -244,7 +235,7 @@ def bulk_rates(
 
     def items(batch: int, run: str) -> list[dict[str, object]]:
         return [{"_type": "agent_spans/create", "idempotency_key": f"bulk-{batch}-{i:04d}",
-                 **_span_body(run, i)} for i in range(100)]
+                 **span_body(run, i)} for i in range(100)]
 
     connection = http.client.HTTPConnection(HOST, port, timeout=60)
     bodies = [json.dumps({"items": items(batch, instance_id)}) for batch in range(batches)]

@@ -9,9 +9,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 HOST = "127.0.0.1"
+
+Request = tuple[str, str, "str | None"]
+"""One request a client sends: its method, target and JSON body (None: no body)."""
 
 
 def free_port() -> int:
@@ -20,6 +23,25 @@ def free_port() -> int:
         sock.bind((HOST, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def timed_requests(port: int, token: str, requests: Iterable[Request]) -> list[float]:
+    """Send ``requests`` in order on one connection as ``token``; each one's latency (s).
+
+    An answer other than 200 raises ``RuntimeError``.
+    """
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    connection = http.client.HTTPConnection(HOST, port, timeout=30)
+    latencies = []
+    for method, target, body in requests:
+        began = time.perf_counter()
+        connection.request(method, target, body=body, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        latencies.append(time.perf_counter() - began)
+        if response.status != 200:
+            raise RuntimeError(f"{method} {target} answered {response.status}")
+    return latencies
 
 
 def governance_serve(db: str, port: int, *options: str) -> list[str]:

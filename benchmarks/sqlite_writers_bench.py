@@ -25,7 +25,6 @@ file's only writer, so no queue between processes). Four client processes send
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import multiprocessing
 import os
@@ -39,7 +38,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from decision_bench import decide_body, new_run, prepare
-from servers import HOST, free_port, start_server, stop_server
+from serve_bench import span_body
+from servers import Request, free_port, start_server, stop_server, timed_requests
 
 from governance_core.service import Governance
 
@@ -66,41 +66,20 @@ CONFIGURATIONS = {
 KINDS = ("ping", "span", "decide")
 
 
-def _span_body(run_id: str, number: int, label: str) -> dict[str, object]:
-    return {
-        "agent_instance_id": run_id, "schema_name": "bench:llm", "status": "complete",
-        "started_at": "2026-11-21T16:41:59Z", "finished_at": "2026-11-21T16:42:00Z",
-        "payload": {"prompt": f"hello {number}", "model": "gpt-4o",
-                    "token_usage": {"prompt_tokens": 812, "completion_tokens": 164}},
-        "result_payload": {"answer": "hi"},
-        "idempotency_key": f"{label}-{number:08d}",
-    }
-
-
 def timed(args: tuple[int, str, str, str, int, str]) -> list[float]:
     """Send ``count`` requests of ``kind`` on one connection; each latency (seconds)."""
     port, token, kind, run_id, count, label = args
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    connection = http.client.HTTPConnection(HOST, port, timeout=30)
-    latencies = []
+    requests: list[Request] = []
     for number in range(count):
-        body: str | None = None
         if kind == "ping":
-            method, target = "GET", "/api/v1/ping"
+            requests.append(("GET", "/api/v1/ping", None))
         elif kind == "span":
-            method, target = "POST", "/api/v1/agent_spans"
-            body = json.dumps(_span_body(run_id, number, label))
+            body = json.dumps({**span_body(run_id, number),
+                               "idempotency_key": f"{label}-{number:08d}"})
+            requests.append(("POST", "/api/v1/agent_spans", body))
         else:
-            method, target = "POST", "/api/v1/decision"
-            body = json.dumps(decide_body(run_id, number))
-        began = time.perf_counter()
-        connection.request(method, target, body=body, headers=headers)
-        response = connection.getresponse()
-        response.read()
-        latencies.append(time.perf_counter() - began)
-        if response.status != 200:
-            raise RuntimeError(f"{method} {target} answered {response.status}")
-    return latencies
+            requests.append(("POST", "/api/v1/decision", json.dumps(decide_body(run_id, number))))
+    return timed_requests(port, token, requests)
 
 
 def rate(
