@@ -211,3 +211,13 @@ def test_docs_pages_exist() -> None:
 def test_http_reference_is_generated_from_the_code() -> None:
     result = _run([str(ROOT / "scripts" / "http_reference.py"), "--check"], ROOT)
     assert result.returncode == 0, "run: python scripts/http_reference.py"
+
+
+def test_the_span_create_path_is_traced(tmp_path: Path) -> None:
+    result = _run([str(ROOT / "scripts" / "span_create_path.py"), "--trace"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    first, *modules = result.stdout.splitlines()
+    counted = re.match(r"one POST /api/v1/agent_spans on SQLite: (\d+) project modules", first)
+    assert counted is not None, first
+    assert int(counted.group(1)) == len(modules)
+    assert "  governance_core.domain.spans" in modules
