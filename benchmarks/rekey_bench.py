@@ -26,7 +26,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet
 
-from governance_core.domain.sensitive_values import TABLE, rekey
+from governance_core.domain.sensitive_values import rekey
 from governance_core.encryption import FernetCipher, generate_key
 from governance_core.storage.sqlite import SQLiteStore
 
@@ -42,7 +42,7 @@ def fill(path: Path, records: int) -> None:
     plain = base64.b64encode(json.dumps(VALUE).encode()).decode("ascii")
     with store.transaction():
         for number in range(records):
-            store.put(TABLE, {
+            store.put("sensitive_values", {
                 "id": f"v{number:09d}", "account_id": "a", "owner_id": f"s{number:09d}",
                 "inserted_at": "2026-01-01T00:00:00.000000Z",
                 "updated_at": "2026-01-01T00:00:00.000000Z", "ciphertext": plain,
@@ -76,13 +76,14 @@ def baseline(path: Path, batch_size: int) -> float:
     while True:
         db.execute("BEGIN IMMEDIATE")
         rows = db.execute(
-            f"SELECT id, data FROM {TABLE} WHERE id > ? ORDER BY id LIMIT ?", (after, batch_size)
+            "SELECT id, data FROM sensitive_values WHERE id > ? ORDER BY id LIMIT ?",
+            (after, batch_size),
         ).fetchall()
         for record_id, data in rows:
             record = json.loads(data)
             token = fernet.encrypt(base64.b64decode(record["ciphertext"]))
             record["ciphertext"] = base64.b64encode(token).decode("ascii")
-            db.execute(f"UPDATE {TABLE} SET data = ? WHERE id = ?",
+            db.execute("UPDATE sensitive_values SET data = ? WHERE id = ?",
                        (json.dumps(record), record_id))
         db.execute("COMMIT")
         if not rows:
