@@ -221,3 +221,13 @@ def test_the_span_create_path_is_traced(tmp_path: Path) -> None:
     assert counted is not None, first
     assert int(counted.group(1)) == len(modules)
     assert "  governance_core.domain.spans" in modules
+
+
+def test_every_benchmark_imports() -> None:
+    # A benchmark runs only in the nox bench session: at least the names it takes from the
+    # packages must still be there.
+    names = sorted(path.stem for path in (ROOT / "benchmarks").glob("*.py"))
+    code = (f"import importlib, sys; sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
+            f"for name in {names!r}: importlib.import_module(name)")
+    result = _run(["-c", code], ROOT)
+    assert result.returncode == 0, result.stderr
