@@ -34,7 +34,7 @@ from governance_core.storage.protocol import (
     SortKey,
     Store,
 )
-from governance_core.storage.schema import IDS, kinded_tables
+from governance_core.storage.schema import IDS, TABLES, kinded_tables
 
 __all__ = [
     "IDS",
@@ -71,6 +71,11 @@ class RecordTable:
     def __init__(self, store: Store, name: str) -> None:
         self.store = store
         self.name = name
+
+    @property
+    def kind(self) -> str | None:
+        """The resource kind (its ``type``) the table holds, or None for a table of no kind."""
+        return TABLES[self.name].kind
 
     def get(self, record_id: str) -> Record | None:
         """The record stored under ``record_id``, or None."""

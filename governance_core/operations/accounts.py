@@ -122,13 +122,13 @@ def show_account(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch the caller's account."""
     account_id = fields.raw("account_id") or ctx.account_id
     fields.done()
-    return details_envelope(account_details(load(ctx, Account, "account", account_id)))
+    return details_envelope(account_details(load(ctx, Account, ctx.tables.accounts, account_id)))
 
 
 @operation("accounts/update", write=True)
 def update_account(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Update the caller's account (name, purpose, organisation name, website)."""
-    account = load(ctx, Account, "account", fields.raw("account_id") or ctx.account_id)
+    account = load(ctx, Account, ctx.tables.accounts, fields.raw("account_id") or ctx.account_id)
     changes: dict[str, Any] = {}
     if fields.has("name"):
         name = fields.str("name", required=True, max_length=200)

@@ -93,17 +93,19 @@ def create_invite(ctx: Context, fields: Fields) -> dict[str, Any]:
         invited_by_admin_user_id=ctx.principal.admin_user_id,
         inserted_at=ctx.now, updated_at=ctx.now,
     )
-    save(ctx, "admin_user_invite", invite)
+    save(ctx, ctx.tables.admin_user_invites, invite)
     return details_envelope(invite_details(ctx, invite, secret))
 
 
 @operation("admin_user_invites/revoke", write=True)
 def revoke_invite(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Revoke a pending invite."""
-    invite = load(ctx, AdminUserInvite, "admin_user_invite", fields.raw("admin_user_invite_id"))
+    invite = load(
+        ctx, AdminUserInvite, ctx.tables.admin_user_invites, fields.raw("admin_user_invite_id")
+    )
     status = advance(INVITE, invite_status(ctx, invite), "revoke", what="invite")
     invite = attrs.evolve(invite, status=status, updated_at=ctx.now)
-    save(ctx, "admin_user_invite", invite)
+    save(ctx, ctx.tables.admin_user_invites, invite)
     return details_envelope(invite_details(ctx, invite))
 
 
@@ -137,8 +139,8 @@ def accept_invite(ctx: Context, fields: Fields) -> dict[str, Any]:
         id=ctx.new_id(), account_id=invite.account_id, email=invite.email, name=name,
         inserted_at=ctx.now, updated_at=ctx.now,
     )
-    save(ctx, "admin_user", user)
-    save(ctx, "admin_user_invite", attrs.evolve(
+    save(ctx, ctx.tables.admin_users, user)
+    save(ctx, ctx.tables.admin_user_invites, attrs.evolve(
         invite, status=status, accepted_admin_user_id=user.id, updated_at=ctx.now,
     ))
     _, token = issue_token(ctx, scope="account", admin_user_id=user.id,

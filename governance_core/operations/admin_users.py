@@ -34,7 +34,7 @@ def admin_user_details(ctx: Context, user: AdminUser) -> dict[str, Any]:
 @operation("admin_users/show", write=False)
 def show_admin_user(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch admin user details."""
-    user = load(ctx, AdminUser, "admin_user", fields.raw("admin_user_id"))
+    user = load(ctx, AdminUser, ctx.tables.admin_users, fields.raw("admin_user_id"))
     return details_envelope(admin_user_details(ctx, user))
 
 
@@ -42,7 +42,7 @@ def show_admin_user(ctx: Context, fields: Fields) -> dict[str, Any]:
 def update_admin_user(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Update an admin user (own profile only)."""
     assert ctx.principal is not None
-    user = load(ctx, AdminUser, "admin_user", fields.raw("admin_user_id"))
+    user = load(ctx, AdminUser, ctx.tables.admin_users, fields.raw("admin_user_id"))
     if ctx.principal.admin_user_id != user.id:
         raise NotPermitted("an admin user may update only their own profile")
     changes: dict[str, Any] = {}
@@ -58,5 +58,5 @@ def update_admin_user(ctx: Context, fields: Fields) -> dict[str, Any]:
     updated = attrs.evolve(user, **changes)
     if updated != user:
         updated = attrs.evolve(updated, updated_at=ctx.now)
-        save(ctx, "admin_user", updated)
+        save(ctx, ctx.tables.admin_users, updated)
     return details_envelope(admin_user_details(ctx, updated))

@@ -67,10 +67,10 @@ def register_deployment(
             environment_id=environment_id, inserted_at=ctx.now, updated_at=ctx.now,
             current_version_id=current,
         )
-        save(ctx, "agent_deployment", deployment)
+        save(ctx, ctx.tables.agent_deployments, deployment)
     elif make_current and deployment.current_version_id != version_id:
         deployment = attrs.evolve(deployment, current_version_id=version_id, updated_at=ctx.now)
-        save(ctx, "agent_deployment", deployment)
+        save(ctx, ctx.tables.agent_deployments, deployment)
     return deployment
 
 
@@ -98,7 +98,9 @@ def list_deployments(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("agent_deployments/show", write=False)
 def show_deployment(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch an agent deployment."""
-    deployment = load(ctx, AgentDeployment, "agent_deployment", fields.raw("agent_deployment_id"))
+    deployment = load(
+        ctx, AgentDeployment, ctx.tables.agent_deployments, fields.raw("agent_deployment_id")
+    )
     return details_envelope(deployment_details(deployment))
 
 
@@ -120,14 +122,16 @@ def create_deployment(ctx: Context, fields: Fields) -> dict[str, Any]:
         environment_id=environment_id, inserted_at=ctx.now, updated_at=ctx.now,
         current_version_id=current_version_id,
     )
-    save(ctx, "agent_deployment", deployment)
+    save(ctx, ctx.tables.agent_deployments, deployment)
     return details_envelope(deployment_details(deployment))
 
 
 @operation("agent_deployments/update", write=True)
 def update_deployment(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Set (or clear, with null) a deployment's current version."""
-    deployment = load(ctx, AgentDeployment, "agent_deployment", fields.raw("agent_deployment_id"))
+    deployment = load(
+        ctx, AgentDeployment, ctx.tables.agent_deployments, fields.raw("agent_deployment_id")
+    )
     current_version_id = deployment.current_version_id
     if fields.has("current_version_id"):
         current_version_id = _read_current_version(ctx, fields, deployment.agent_id)
@@ -136,5 +140,5 @@ def update_deployment(ctx: Context, fields: Fields) -> dict[str, Any]:
         deployment = attrs.evolve(
             deployment, current_version_id=current_version_id, updated_at=ctx.now
         )
-        save(ctx, "agent_deployment", deployment)
+        save(ctx, ctx.tables.agent_deployments, deployment)
     return details_envelope(deployment_details(deployment))

@@ -90,7 +90,7 @@ def load_instance(ctx: Context, instance_id: object) -> Record:
     ``not_found`` when the id is malformed or missing, or names another account's instance,
     or (for an ingestion token) another agent's or environment's.
     """
-    record = load_record(ctx, "agent_instance", instance_id)
+    record = load_record(ctx, ctx.tables.agent_instances, instance_id)
     principal = ctx.principal
     assert principal is not None
     if principal.is_ingestion and (

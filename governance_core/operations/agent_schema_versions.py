@@ -101,7 +101,7 @@ def find_or_create_schema_version(
         external_identifier=external_identifier, content_hash=digest, inserted_at=ctx.now,
         updated_at=ctx.now, environment_id=environment_id, **checked,
     )
-    return save(ctx, "agent_schema_version", schema_version)
+    return save(ctx, ctx.tables.agent_schema_versions, schema_version)
 
 
 @operation("agent_schema_versions/list", write=False)
@@ -117,5 +117,7 @@ def list_schema_versions(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("agent_schema_versions/show", write=False)
 def show_schema_version(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch an agent schema version (fetch form)."""
-    record = load_record(ctx, "agent_schema_version", fields.raw("agent_schema_version_id"))
+    record = load_record(
+        ctx, ctx.tables.agent_schema_versions, fields.raw("agent_schema_version_id")
+    )
     return details_envelope(schema_version_details(ctx, record))

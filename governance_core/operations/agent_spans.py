@@ -151,7 +151,7 @@ def load_span(ctx: Context, span_id: object) -> Record:
     ``not_found`` when malformed, missing, another account's, or of a run outside an ingestion
     token's reach.
     """
-    record = load_record(ctx, "agent_span", span_id)
+    record = load_record(ctx, ctx.tables.agent_spans, span_id)
     instance = ctx.tables.agent_instances.get(record["agent_instance_id"])
     if instance is None or not in_reach(ctx, instance):
         raise NotFound("agent_span not found")

@@ -76,12 +76,12 @@ def register_agent_version(
             agent_schema_version_id=schema_version_id, external_identifier=external_identifier,
             inserted_at=ctx.now, updated_at=ctx.now, **described,
         )
-        return save(ctx, "agent_version", version)
+        return save(ctx, ctx.tables.agent_versions, version)
     version = from_record(AgentVersion, existing)
     updated = attrs.evolve(version, agent_schema_version_id=schema_version_id, **described)
     if updated == version:
         return existing
-    return save(ctx, "agent_version", attrs.evolve(updated, updated_at=ctx.now))
+    return save(ctx, ctx.tables.agent_versions, attrs.evolve(updated, updated_at=ctx.now))
 
 
 @operation("agent_versions/list", write=False)
@@ -97,5 +97,5 @@ def list_agent_versions(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("agent_versions/show", write=False)
 def show_agent_version(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch an agent version."""
-    record = load_record(ctx, "agent_version", fields.raw("agent_version_id"))
+    record = load_record(ctx, ctx.tables.agent_versions, fields.raw("agent_version_id"))
     return details_envelope(agent_version_details(ctx, record))

@@ -192,7 +192,7 @@ def _agent_to_show(ctx: Context, fields: Fields) -> Agent:
         fields.errors.required("agent_id", "give agent_id or external_identifier, not both")
         fields.done()
     if fields.has("agent_id"):
-        return load(ctx, Agent, "agent", fields.raw("agent_id"))
+        return load(ctx, Agent, ctx.tables.agents, fields.raw("agent_id"))
     identifier = fields.str("external_identifier", required=True, max_length=IDENTIFIER_MAX)
     fields.done()
     found = ctx.tables.agents.query(
@@ -251,14 +251,14 @@ def create_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
         risk_profile_id=references.get("risk_profile_id"),
         team_id=references.get("team_id"),
     )
-    save(ctx, "agent", agent)
+    save(ctx, ctx.tables.agents, agent)
     return details_envelope(agent_details(ctx, agent))
 
 
 @operation("agents/update", write=True)
 def update_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Update an agent's name, description, external identifier and references."""
-    agent = load(ctx, Agent, "agent", fields.raw("agent_id"))
+    agent = load(ctx, Agent, ctx.tables.agents, fields.raw("agent_id"))
     if not available_actions(agent.status, agent.instance_counts)["update"]:
         raise InvalidAction("a retired agent cannot be updated; reinstate it first")
     changes: dict[str, Any] = {}
@@ -274,7 +274,7 @@ def update_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
     if updated != agent:
         check_external_identifier(ctx, updated.external_identifier, own_id=agent.id)
         updated = attrs.evolve(updated, updated_at=ctx.now)
-        save(ctx, "agent", updated)
+        save(ctx, ctx.tables.agents, updated)
     if updated.risk_profile_id != agent.risk_profile_id:
         rescore_runs(ctx, [agent.id])
     return details_envelope(agent_details(ctx, updated))
@@ -283,22 +283,22 @@ def update_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("agents/retire", write=True)
 def retire_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Retire an agent: it keeps its runs, and new registrations are refused."""
-    agent = load(ctx, Agent, "agent", fields.raw("agent_id"))
+    agent = load(ctx, Agent, ctx.tables.agents, fields.raw("agent_id"))
     status = advance(AGENT, agent.status, "retire", what="agent")
     agent = attrs.evolve(agent, status=status, updated_at=ctx.now)
-    save(ctx, "agent", agent)
+    save(ctx, ctx.tables.agents, agent)
     return details_envelope(agent_details(ctx, agent))
 
 
 @operation("agents/reinstate", write=True)
 def reinstate_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Reinstate a retired agent: active again, or pending when it has no instances."""
-    agent = load(ctx, Agent, "agent", fields.raw("agent_id"))
+    agent = load(ctx, Agent, ctx.tables.agents, fields.raw("agent_id"))
     # The table decides whether reinstate may fire; where it lands depends on the counts.
     advance(AGENT, agent.status, "reinstate", what="agent")
     status = reinstated_state(agent.instance_counts.get("total", 0))
     agent = attrs.evolve(agent, status=status, updated_at=ctx.now)
-    save(ctx, "agent", agent)
+    save(ctx, ctx.tables.agents, agent)
     return details_envelope(agent_details(ctx, agent))
 
 
@@ -308,7 +308,7 @@ def delete_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
 
     An agent with instances is ``invalid_action`` (retire it instead).
     """
-    agent = load(ctx, Agent, "agent", fields.raw("agent_id"))
+    agent = load(ctx, Agent, ctx.tables.agents, fields.raw("agent_id"))
     if not available_actions(agent.status, agent.instance_counts)["delete"]:
         raise InvalidAction("an agent with instances cannot be deleted; retire it instead")
     of_agent = [tenant(ctx), Filter("agent_id", "eq", agent.id)]
@@ -324,4 +324,4 @@ def delete_agent(ctx: Context, fields: Fields) -> dict[str, Any]:
 def _revoke(ctx: Context, record: Record) -> None:
     token = from_record(ApiToken, record)
     status = advance(TOKEN, token.status, "revoke", what="token")
-    save(ctx, "api_token", attrs.evolve(token, status=status, updated_at=ctx.now))
+    save(ctx, ctx.tables.api_tokens, attrs.evolve(token, status=status, updated_at=ctx.now))

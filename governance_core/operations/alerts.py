@@ -112,7 +112,7 @@ def _run_acted_on(ctx: Context, instance_id: str) -> Record:
     The run is the resource clearing acts on, so a malformed, unknown, another account's or
     (for an ingestion token) out-of-reach id is ``not_found``, never a field error.
     """
-    instance = load_record(ctx, "agent_instance", instance_id.strip())
+    instance = load_record(ctx, ctx.tables.agent_instances, instance_id.strip())
     if not in_reach(ctx, instance):
         raise NotFound("agent_instance not found")
     return instance
@@ -173,7 +173,7 @@ def clear_operation(ctx: Context, fields: Fields) -> dict[str, Any]:
 
 
 def _load_alert(ctx: Context, alert_id: object) -> Alert:
-    record = load_record(ctx, "alert", alert_id)
+    record = load_record(ctx, ctx.tables.alerts, alert_id)
     principal = ctx.principal
     assert principal is not None
     if principal.is_ingestion and (

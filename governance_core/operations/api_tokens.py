@@ -76,7 +76,7 @@ def list_tokens(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("api_tokens/show", write=False)
 def show_token(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch a token (never its secret)."""
-    token = load(ctx, ApiToken, "api_token", fields.raw("api_token_id"))
+    token = load(ctx, ApiToken, ctx.tables.api_tokens, fields.raw("api_token_id"))
     return details_envelope(api_token_details(token))
 
 
@@ -120,7 +120,7 @@ def create_token(ctx: Context, fields: Fields) -> dict[str, Any]:
 
 
 def _transition(ctx: Context, fields: Fields, trigger: str) -> dict[str, Any]:
-    token = load(ctx, ApiToken, "api_token", fields.raw("api_token_id"))
+    token = load(ctx, ApiToken, ctx.tables.api_tokens, fields.raw("api_token_id"))
     assert ctx.principal is not None
     if token.id == ctx.principal.token_id and trigger != "activate":
         # A token that suspended itself could never activate itself again, and the last token
@@ -128,7 +128,7 @@ def _transition(ctx: Context, fields: Fields, trigger: str) -> dict[str, Any]:
         raise InvalidAction(f"a token cannot {trigger} itself; use another token")
     status = advance(TOKEN, token.status, trigger, what="token")
     token = attrs.evolve(token, status=status, updated_at=ctx.now)
-    save(ctx, "api_token", token)
+    save(ctx, ctx.tables.api_tokens, token)
     if status != "active":
         # Console sessions end with their token: kept, they would come back on activation.
         for session in ctx.tables.console_sessions.query([Filter("token_id", "eq", token.id)]):

@@ -59,12 +59,12 @@ def list_approvals(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("approvals/show", write=False)
 def show_approval(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Get an approval."""
-    record = load_record(ctx, "approval", fields.raw("approval_id"))
+    record = load_record(ctx, ctx.tables.approvals, fields.raw("approval_id"))
     return ready_envelope(approval_details(ctx, record))
 
 
 def _resolve(ctx: Context, fields: Fields, status: str) -> dict[str, Any]:
-    record = load_record(ctx, "approval", fields.raw("approval_id"))
+    record = load_record(ctx, ctx.tables.approvals, fields.raw("approval_id"))
     reason = fields.str("reason", max_length=REASON_MAX)
     fields.done()
     current = approval_status(record, ctx.now)

@@ -39,25 +39,28 @@ def tenant(ctx: Context) -> Filter:
     return tenant_filter(ctx.account_id)
 
 
-def load_record(ctx: Context, kind: str, record_id: object) -> Record:
-    """The caller's record of ``kind``; a malformed, missing or foreign id is ``not_found``."""
+def load_record(ctx: Context, table: RecordTable, record_id: object) -> Record:
+    """The caller's record of ``table``; a malformed, missing or foreign id is ``not_found``.
+
+    The error names the table's resource kind.
+    """
     if not is_pfid(record_id):
-        raise NotFound(f"{kind} not found")
-    record = ctx.tables.of_kind(kind).get(str(record_id))
+        raise NotFound(f"{table.kind} not found")
+    record = table.get(str(record_id))
     if record is None or record.get("account_id") != ctx.account_id:
-        raise NotFound(f"{kind} not found")
+        raise NotFound(f"{table.kind} not found")
     return record
 
 
-def load(ctx: Context, cls: type[T], kind: str, record_id: object) -> T:
-    """The caller's ``kind`` resource as a model (see :func:`load_record`)."""
-    return from_record(cls, load_record(ctx, kind, record_id))
+def load(ctx: Context, cls: type[T], table: RecordTable, record_id: object) -> T:
+    """The caller's resource of ``table`` as a ``cls`` model (see :func:`load_record`)."""
+    return from_record(cls, load_record(ctx, table, record_id))
 
 
-def save(ctx: Context, kind: str, model: Any) -> Record:
-    """Store a model in its kind's table; the stored record is returned."""
+def save(ctx: Context, table: RecordTable, model: Any) -> Record:
+    """Store a model in ``table``; the stored record is returned."""
     record = to_record(model)
-    ctx.tables.of_kind(kind).put(record)
+    table.put(record)
     return record
 
 

@@ -95,7 +95,7 @@ def record_interception(ctx: Context, fields: Fields) -> dict[str, Any]:
     ``session_id``, ``sequence``, ...; no payloads), at most 64 KiB of JSON. A decision keeps
     one: the same record again changes nothing, another is a ``conflict``.
     """
-    decision = load_record(ctx, "decision", fields.raw("decision_id"))
+    decision = load_record(ctx, ctx.tables.decisions, fields.raw("decision_id"))
     if not _in_reach(ctx, decision):
         raise NotFound("decision not found")
     record = fields.object("record", required=True, nullable=False)
@@ -135,7 +135,7 @@ def _check_interception(fields: Fields, record: dict[str, Any]) -> None:
 @operation("decisions/show", write=False, scopes=ANY_SCOPE)
 def show_decision(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Get a decision, with its approval (and that approval's resolution) when it has one."""
-    record = load_record(ctx, "decision", fields.raw("decision_id"))
+    record = load_record(ctx, ctx.tables.decisions, fields.raw("decision_id"))
     if not _in_reach(ctx, record):
         raise NotFound("decision not found")
     approval_id = record.get("approval_id")

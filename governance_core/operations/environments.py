@@ -56,7 +56,7 @@ def list_environments(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("environments/show", write=False)
 def show_environment(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch an environment."""
-    environment = load(ctx, Environment, "environment", fields.raw("environment_id"))
+    environment = load(ctx, Environment, ctx.tables.environments, fields.raw("environment_id"))
     return details_envelope(environment_details(environment))
 
 
@@ -76,14 +76,14 @@ def create_environment(ctx: Context, fields: Fields) -> dict[str, Any]:
         external_identifier=external_identifier, description=description,
         inserted_at=ctx.now, updated_at=ctx.now,
     )
-    save(ctx, "environment", environment)
+    save(ctx, ctx.tables.environments, environment)
     return details_envelope(environment_details(environment))
 
 
 @operation("environments/update", write=True)
 def update_environment(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Update an environment's name, purpose, external identifier or description."""
-    environment = load(ctx, Environment, "environment", fields.raw("environment_id"))
+    environment = load(ctx, Environment, ctx.tables.environments, fields.raw("environment_id"))
     require_own_account(ctx, fields)
     changes: dict[str, Any] = {}
     if fields.has("name"):
@@ -100,5 +100,5 @@ def update_environment(ctx: Context, fields: Fields) -> dict[str, Any]:
     if updated != environment:
         _check_external_identifier(ctx, updated.external_identifier, environment.id)
         updated = attrs.evolve(updated, updated_at=ctx.now)
-        save(ctx, "environment", updated)
+        save(ctx, ctx.tables.environments, updated)
     return details_envelope(environment_details(updated))

@@ -116,7 +116,7 @@ def list_people(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("people/show", write=False)
 def show_person(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch a person."""
-    person = load(ctx, Person, "person", fields.raw("person_id"))
+    person = load(ctx, Person, ctx.tables.people, fields.raw("person_id"))
     return details_envelope(person_details(ctx, person))
 
 
@@ -134,7 +134,7 @@ def create_person(ctx: Context, fields: Fields) -> dict[str, Any]:
         id=claim_id(ctx, person_id), account_id=ctx.account_id, name=name, email=email,
         title=title, inserted_at=ctx.now, updated_at=ctx.now,
     )
-    save(ctx, "person", person)
+    save(ctx, ctx.tables.people, person)
     _assign_teams(ctx, person.id, team_ids or [])
     return details_envelope(person_details(ctx, person))
 
@@ -142,7 +142,7 @@ def create_person(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("people/update", write=True)
 def update_person(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Update a person; ``team_ids``, when sent, replaces the person's teams."""
-    person = load(ctx, Person, "person", fields.raw("person_id"))
+    person = load(ctx, Person, ctx.tables.people, fields.raw("person_id"))
     changes: dict[str, Any] = {}
     if fields.has("name"):
         changes["name"] = fields.str("name", required=True, max_length=200) or person.name
@@ -156,7 +156,7 @@ def update_person(ctx: Context, fields: Fields) -> dict[str, Any]:
     teams_change = team_ids is not None and set(team_ids) != set(person_team_ids(ctx, person.id))
     if updated != person or teams_change:
         updated = attrs.evolve(updated, updated_at=ctx.now)
-        save(ctx, "person", updated)
+        save(ctx, ctx.tables.people, updated)
     if team_ids is not None:
         _assign_teams(ctx, person.id, team_ids)
     return details_envelope(person_details(ctx, updated))

@@ -303,7 +303,7 @@ def _register_params(ctx: Context, fields: Fields) -> dict[str, Any]:
             if fields.has(name)
         }
     if params.get("agent_id") is not None:
-        load_record(ctx, "agent", params["agent_id"])
+        load_record(ctx, ctx.tables.agents, params["agent_id"])
     return {**params, "agent_version": AGENT_VERSION, "agent_schema_version": SCHEMA_VERSION}
 
 

@@ -127,14 +127,14 @@ def create_policy(ctx: Context, fields: Fields) -> dict[str, Any]:
         inserted_at=ctx.now, updated_at=ctx.now, description=description or None,
         scope=scope or {"environment_ids": [], "agent_ids": []},
     )
-    return ready_envelope(policy_details(save(ctx, "policy", policy)))
+    return ready_envelope(policy_details(save(ctx, ctx.tables.policies, policy)))
 
 
 @operation("policies/update", write=True)
 def update_policy(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Update a policy; its ``version`` grows by one when anything changed."""
     require_engine()
-    record = load_record(ctx, "policy", fields.raw("policy_id"))
+    record = load_record(ctx, ctx.tables.policies, fields.raw("policy_id"))
     changes: dict[str, Any] = {}
     if fields.has("name"):
         changes["name"] = fields.str("name", required=True, max_length=200)
@@ -161,7 +161,8 @@ def update_policy(ctx: Context, fields: Fields) -> dict[str, Any]:
 def show_policy(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Get a policy."""
     require_engine()
-    return ready_envelope(policy_details(load_record(ctx, "policy", fields.raw("policy_id"))))
+    record = load_record(ctx, ctx.tables.policies, fields.raw("policy_id"))
+    return ready_envelope(policy_details(record))
 
 
 @operation("policies/list", write=False)
@@ -205,7 +206,7 @@ def backtest_draft(ctx: Context, fields: Fields) -> dict[str, Any]:
     """
     require_engine()
     saved = (
-        load_record(ctx, "policy", fields.raw("policy_id"))
+        load_record(ctx, ctx.tables.policies, fields.raw("policy_id"))
         if fields.raw("policy_id") is not None else None
     )
     source = _source(fields)

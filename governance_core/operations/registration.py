@@ -174,7 +174,7 @@ def register_instance(ctx: Context, fields: Fields) -> Registration:
         ctx, agent_id=agent.id, environment_id=environment["id"], version_id=version["id"],
         make_current=make_current,
     )
-    instance = save(ctx, "agent_instance", AgentInstance(
+    instance = save(ctx, ctx.tables.agent_instances, AgentInstance(
         id=instance_id, account_id=ctx.account_id, agent_id=agent.id,
         agent_version_id=version["id"], agent_deployment_id=deployment.id,
         environment_id=environment["id"], agent_schema_version_id=schema_version["id"],
@@ -191,7 +191,7 @@ def _count_registration(ctx: Context, agent: Agent) -> None:
     counts["pending"] += 1
     counts["total"] += 1
     updated_at = ctx.now if status != agent.status else agent.updated_at
-    save(ctx, "agent", attrs.evolve(
+    save(ctx, ctx.tables.agents, attrs.evolve(
         agent, status=status, instance_counts=counts, last_instance_at=ctx.now,
         updated_at=updated_at,
     ))

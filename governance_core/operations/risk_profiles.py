@@ -69,7 +69,7 @@ def list_risk_profiles(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("risk_profiles/show", write=False)
 def show_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Fetch a risk profile."""
-    profile = load(ctx, RiskProfile, "risk_profile", fields.raw("risk_profile_id"))
+    profile = load(ctx, RiskProfile, ctx.tables.risk_profiles, fields.raw("risk_profile_id"))
     return details_envelope(risk_profile_details(profile))
 
 
@@ -85,14 +85,14 @@ def create_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
         id=ctx.new_id(), account_id=ctx.account_id, name=name, description=description,
         ruleset=ruleset.to_json(), inserted_at=ctx.now, updated_at=ctx.now,
     )
-    save(ctx, "risk_profile", profile)
+    save(ctx, ctx.tables.risk_profiles, profile)
     return details_envelope(risk_profile_details(profile))
 
 
 @operation("risk_profiles/update", write=True)
 def update_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Update a risk profile's name, description or ruleset (the default profile too)."""
-    profile = load(ctx, RiskProfile, "risk_profile", fields.raw("risk_profile_id"))
+    profile = load(ctx, RiskProfile, ctx.tables.risk_profiles, fields.raw("risk_profile_id"))
     changes: dict[str, Any] = {}
     if fields.has("name"):
         changes["name"] = fields.str("name", required=True, max_length=200) or profile.name
@@ -111,7 +111,7 @@ def update_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
     updated = attrs.evolve(profile, **changes)
     if updated != profile:
         updated = attrs.evolve(updated, updated_at=ctx.now)
-        save(ctx, "risk_profile", updated)
+        save(ctx, ctx.tables.risk_profiles, updated)
     if "ruleset" in changes:
         # The default profile scores every agent without a profile of its own.
         rescore_runs(ctx, None if profile.is_default else [
@@ -125,7 +125,7 @@ def update_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("risk_profiles/delete", write=True)
 def delete_risk_profile(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Delete a risk profile that is neither the default nor assigned to an agent."""
-    profile = load(ctx, RiskProfile, "risk_profile", fields.raw("risk_profile_id"))
+    profile = load(ctx, RiskProfile, ctx.tables.risk_profiles, fields.raw("risk_profile_id"))
     if profile.is_default:
         raise InvalidAction("the account's default risk profile cannot be deleted")
     assigned = ctx.tables.agents.count([tenant(ctx), Filter("risk_profile_id", "eq", profile.id)])

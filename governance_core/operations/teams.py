@@ -50,7 +50,7 @@ def list_teams(ctx: Context, fields: Fields) -> dict[str, Any]:
 @operation("teams/show", write=False)
 def show_team(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Get team details."""
-    team = load(ctx, Team, "team", fields.raw("team_id"))
+    team = load(ctx, Team, ctx.tables.teams, fields.raw("team_id"))
     return details_envelope(team_details(ctx, team))
 
 
@@ -62,17 +62,17 @@ def create_team(ctx: Context, fields: Fields) -> dict[str, Any]:
     assert name is not None
     team = Team(id=ctx.new_id(), account_id=ctx.account_id, name=name,
                 inserted_at=ctx.now, updated_at=ctx.now)
-    save(ctx, "team", team)
+    save(ctx, ctx.tables.teams, team)
     return details_envelope(team_details(ctx, team))
 
 
 @operation("teams/update", write=True)
 def update_team(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Rename a team."""
-    team = load(ctx, Team, "team", fields.raw("team_id"))
+    team = load(ctx, Team, ctx.tables.teams, fields.raw("team_id"))
     name = fields.str("name", required=fields.has("name"), max_length=200)
     fields.done()
     if name is not None and name != team.name:
         team = attrs.evolve(team, name=name, updated_at=ctx.now)
-        save(ctx, "team", team)
+        save(ctx, ctx.tables.teams, team)
     return details_envelope(team_details(ctx, team))
