@@ -4,8 +4,8 @@ A schema version is never changed once stored, so it is read once, and each of i
 is prepared once (its payload checks, and its score under each ruleset). A risk profile can
 change in any process at any time, so its record is read by every operation that needs it;
 only the parsing of its ruleset is kept, keyed by the ruleset's JSON text (a changed ruleset
-is a new key). A token and its account are kept under the store's change mark of tokens and
-accounts (see ``Governance.authenticate``): any change to either is a new key.
+is a new key). A token and its account are kept by ``Governance`` itself, under the store's
+change mark of tokens and accounts: any change to either is a new key.
 
 Beside them, and not read from the store: the recent failed attempts to present a credential
 (:mod:`governance_core.rate_limits`).

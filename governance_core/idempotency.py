@@ -182,10 +182,9 @@ def read_ahead(ctx: Context, keys: Iterable[tuple[str, str]]) -> None:
 
     A bulk request does, so that each item's look-up is answered without a query of its own.
     """
-    tables = ctx.tables
-    if tables.reads_ahead:
-        ids = [record_id(ctx.account_id, operation, key) for operation, key in keys]
-        tables.idempotency_keys.read_ahead(ids)
+    ctx.tables.idempotency_keys.read_ahead(
+        [record_id(ctx.account_id, operation, key) for operation, key in keys]
+    )
 
 
 class IdempotentRequest:

@@ -116,10 +116,15 @@ class RecordTable:
         """The matching records counted, and ``sums`` summed, per group of ``group_by``."""
         return self.store.aggregate(self.name, group_by, sums, filters)
 
-    def read_ahead(self, record_ids: Collection[str]) -> None:
-        """Read the records under ``record_ids`` at once, for later gets (where the store can)."""
-        if isinstance(self.store, ReadAhead):
-            self.store.read_ahead(self.name, record_ids)
+    def read_ahead(self, record_ids: Collection[str]) -> bool:
+        """Read the records under ``record_ids`` at once for later gets; whether the store could.
+
+        A store without :class:`~governance_core.storage.protocol.ReadAhead` reads nothing.
+        """
+        if not isinstance(self.store, ReadAhead):
+            return False
+        self.store.read_ahead(self.name, record_ids)
+        return True
 
 
 _UNASKED: Any = object()
@@ -187,11 +192,6 @@ class Tables:
         """The table holding resources of ``kind`` (a resource ``type``)."""
         table: RecordTable = getattr(self, KIND_TABLES[kind])
         return table
-
-    @property
-    def reads_ahead(self) -> bool:
-        """Whether :meth:`RecordTable.read_ahead` reads anything here (else it does nothing)."""
-        return isinstance(self.store, ReadAhead)
 
     def change_mark(self, *tables: RecordTable) -> Hashable | None:
         """The store's mark of ``tables`` as they stand now, or None where it keeps none.

@@ -40,12 +40,10 @@ class AlertWrite:
 def find_alert(ctx: Context, instance_id: str, name: str) -> Alert | None:
     """Return the run's alert ``name``, or None."""
     found = ctx.tables.alerts.query([
-            tenant_filter(ctx.account_id),
-            Filter("agent_instance_id", "eq", instance_id),
-            Filter("name", "eq", name),
-        ],
-        limit=1,
-    )
+        tenant_filter(ctx.account_id),
+        Filter("agent_instance_id", "eq", instance_id),
+        Filter("name", "eq", name),
+    ], limit=1)
     return from_record(Alert, found[0]) if found else None
 
 

@@ -503,8 +503,7 @@ def list_runs(
             # Past the runs with a value: how many there are is known from this page, or
             # (a page past all of them) counted.
             held = (
-                offset + len(rows) if rows else ctx.tables.agent_instances.count(
-                valued)
+                offset + len(rows) if rows else ctx.tables.agent_instances.count(valued)
             )
             rows += ctx.tables.agent_instances.query(
                 [*filters, Filter(field, "eq", None)],

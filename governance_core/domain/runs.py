@@ -520,11 +520,10 @@ def _move_instance_count(ctx: Context, agent_id: str, old: str, new: str) -> Non
 def cancel_active_spans(ctx: Context, record: Record) -> Record:
     """Cancel the run's active spans (SPAN ``terminate``), moving the run's span aggregates."""
     spans = ctx.tables.agent_spans.query([
-            tenant_filter(ctx.account_id),
-            Filter("agent_instance_id", "eq", record["id"]),
-            Filter("status", "eq", "active"),
-        ],
-    )
+        tenant_filter(ctx.account_id),
+        Filter("agent_instance_id", "eq", record["id"]),
+        Filter("status", "eq", "active"),
+    ])
     if not spans:
         return record
     for before in spans:

@@ -48,8 +48,6 @@ __all__ = [
     "split_member",
 ]
 
-"""The table holding sensitive values apart from the records they belong to."""
-
 T = TypeVar("T")
 
 SplitValues = dict[str, object]

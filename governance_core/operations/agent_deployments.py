@@ -43,12 +43,10 @@ def deployment_details(deployment: AgentDeployment) -> dict[str, Any]:
 def find_deployment(ctx: Context, agent_id: str, environment_id: str) -> AgentDeployment | None:
     """Return the deployment of the agent in the environment, if any (there is at most one)."""
     found = ctx.tables.agent_deployments.query([
-            tenant(ctx),
-            Filter("agent_id", "eq", agent_id),
-            Filter("environment_id", "eq", environment_id),
-        ],
-        limit=1,
-    )
+        tenant(ctx),
+        Filter("agent_id", "eq", agent_id),
+        Filter("environment_id", "eq", environment_id),
+    ], limit=1)
     return from_record(AgentDeployment, found[0]) if found else None
 
 

@@ -47,12 +47,10 @@ def agent_version_details(ctx: Context, record: Record) -> dict[str, Any]:
 def find_agent_version(ctx: Context, agent_id: str, external_identifier: str) -> Record | None:
     """Return the agent's version with ``external_identifier``, if any."""
     found = ctx.tables.agent_versions.query([
-            tenant(ctx),
-            Filter("agent_id", "eq", agent_id),
-            Filter("external_identifier", "eq", external_identifier),
-        ],
-        limit=1,
-    )
+        tenant(ctx),
+        Filter("agent_id", "eq", agent_id),
+        Filter("external_identifier", "eq", external_identifier),
+    ], limit=1)
     return found[0] if found else None
 
 

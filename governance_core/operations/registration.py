@@ -143,11 +143,10 @@ def register_instance(ctx: Context, fields: Fields) -> Registration:
     if not allowed(AGENT, agent.status, "instance"):
         raise InvalidAction("the agent is retired; reinstate it to register new runs")
     if external_identifier is not None and ctx.tables.agent_instances.count([
-            tenant(ctx),
-            Filter("agent_id", "eq", agent.id),
-            Filter("external_identifier", "eq", external_identifier),
-        ],
-    ):
+        tenant(ctx),
+        Filter("agent_id", "eq", agent.id),
+        Filter("external_identifier", "eq", external_identifier),
+    ]):
         raise Conflict(
             f"the agent already has a run with external_identifier {external_identifier!r}"
         )

@@ -21,8 +21,6 @@ from governance_core.rules.sensitive import MARKER_KEY
 
 __all__ = ["marker_at"]
 
-"""The table of reveal records."""
-
 POINTER_MAX = 1000
 MEMBERS = ("payload", "result_payload")
 

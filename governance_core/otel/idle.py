@@ -113,8 +113,7 @@ def end_idle_runs(
     cutoff = format_timestamp(governance.clock() - idle_after)
     accounts = (
         [account_id] if account_id is not None
-        else [account["id"] for account in governance.tables.accounts.iterate(
-        )]
+        else [account["id"] for account in governance.tables.accounts.iterate()]
     )
     ended: list[str] = []
     for account in accounts:

@@ -483,8 +483,7 @@ class _Recorder:
         # Each create's look-ups (whether its id is taken or named as a parent by another
         # run's span) are answered from what these read for the step.
         read_unnamed(ctx, span_ids, run_id)
-        if tables.reads_ahead:
-            keys.read_ahead(list(by_record))
+        if keys.read_ahead(list(by_record)):
             tables.ids.read_ahead(span_ids)
             found = [keys.get(key) for key in by_record]
         else:

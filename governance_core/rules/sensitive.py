@@ -90,9 +90,7 @@ def _split(
     errors: FieldErrors,
     field: str,
 ) -> object:
-    kind = type(node)
-    if kind is dict or (kind not in _SCALARS and isinstance(node, Mapping)):
-        assert isinstance(node, Mapping)
+    if type(node) is dict or isinstance(node, Mapping):
         if MARKER_KEY in node:
             problem = _check_marker(node)
             if problem is not None:
@@ -107,10 +105,7 @@ def _split(
             else _split(value, (*path, key), values, errors, field)
             for key, value in node.items()
         }
-    if kind is list or kind is tuple or (
-        kind not in _SCALARS and isinstance(node, (list, tuple))
-    ):
-        assert isinstance(node, (list, tuple))
+    if isinstance(node, (list, tuple)):
         return [
             item if type(item) in _SCALARS
             else _split(item, (*path, index), values, errors, field)
