@@ -1,20 +1,21 @@
 """Resources as clients see them, made from stored records by one rule.
 
-A view holds every field of the resource's model, read from the stored record (a field the
-record lacks shows the model's default), then the view's hooks: ``hidden`` fields the model
-keeps for itself, ``shown`` values computed on read (risk, cost, redaction, ...), and
-``type``. Stored records hold JSON values only, so a view needs no conversion on its way out.
+A view holds every field its model shows (:mod:`governance_core.models.description`: all but
+those declared ``shown=False``), read from the stored record (a field the record lacks shows
+the model's default), then the values computed on read that the caller passes (``shown``:
+risk, cost, redaction, ...), and ``type``, the resource's kind. Stored records hold JSON values
+only, so a view needs no conversion on its way out.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection
 from typing import Any
 
 import attrs
 
 from governance_core.converter import to_record
+from governance_core.models.description import description_of, hidden_fields
 from governance_core.storage.protocol import Record
 
 __all__ = ["model_view", "view_of"]
@@ -23,34 +24,29 @@ _NO_DEFAULT: Any = attrs.NOTHING
 
 
 @functools.cache
-def _defaults(cls: type) -> tuple[tuple[str, Any, bool], ...]:
-    """Each field of ``cls``: its name, its default (or factory) and whether that is a factory."""
+def _shown(cls: type) -> tuple[str, tuple[tuple[str, Any, bool], ...]]:
+    """The kind of ``cls``, and each field its views show: name, default, is it a factory."""
+    hidden = hidden_fields(cls)
     found = []
     for field in attrs.fields(cls):
+        if field.name in hidden:
+            continue
         default = field.default
         if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
             found.append((field.name, default.factory, True))
         else:
             found.append((field.name, None if default is _NO_DEFAULT else default, False))
-    return tuple(found)
+    return description_of(cls).kind, tuple(found)
 
 
-def model_view(
-    cls: type,
-    record: Record,
-    kind: str,
-    *,
-    hidden: Collection[str] = (),
-    **shown: Any,
-) -> dict[str, Any]:
-    """The view of a stored ``cls`` record: its fields, ``shown`` laid over them, and ``type``.
+def model_view(cls: type, record: Record, **shown: Any) -> dict[str, Any]:
+    """The view of a stored ``cls`` record: its shown fields, ``shown`` laid over them, ``type``.
 
-    ``hidden`` names fields the view leaves out; ``shown`` values must be JSON-ready.
+    ``shown`` values must be JSON-ready.
     """
+    kind, fields = _shown(cls)
     view: dict[str, Any] = {}
-    for name, default, factory in _defaults(cls):
-        if name in hidden:
-            continue
+    for name, default, factory in fields:
         if name in record:
             view[name] = record[name]
         else:
@@ -60,8 +56,6 @@ def model_view(
     return view
 
 
-def view_of(
-    model: Any, kind: str, *, hidden: Collection[str] = (), **shown: Any
-) -> dict[str, Any]:
+def view_of(model: Any, **shown: Any) -> dict[str, Any]:
     """The view of an attrs model: :func:`model_view` of its stored form."""
-    return model_view(type(model), to_record(model), kind, hidden=hidden, **shown)
+    return model_view(type(model), to_record(model), **shown)

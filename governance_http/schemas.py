@@ -1,7 +1,8 @@
-"""JSON Schemas of the resources, generated from one table of their fields.
+"""JSON Schemas of the resources, generated from their models.
 
-``RESOURCE_FIELDS`` transcribes the interface's field lists (interface.md, "Resources and their
-fields") in a short notation; every schema of the OpenAPI document is generated from it:
+``RESOURCE_FIELDS`` holds the fields each resource's views show in a short notation, read from
+its model (:mod:`governance_core.models.description`); every schema of the OpenAPI document is
+generated from it:
 
     id            a PFID                 ids       an array of PFIDs
     str int num bool ts obj              a string, integer, number, boolean, date-time, object
@@ -30,6 +31,12 @@ from __future__ import annotations
 from typing import Any
 
 from governance_core.fields import SAFE_INTEGER
+from governance_core.models import RESOURCE_MODELS
+from governance_core.models.description import (
+    description_of,
+    server_managed_fields,
+    view_notations,
+)
 from governance_core.rules.emails import MAX_EMAIL_LENGTH
 from governance_core.rules.risk import (
     ACTION_VALUES,
@@ -60,145 +67,17 @@ __all__ = [
 
 PFID_PATTERN = "^[0-7][0-9abcdefghjkmnpqrstvwxyz]{31}$"
 
-_STAMPS = {"inserted_at": "ts", "updated_at": "ts"}
-
 RESOURCE_FIELDS: dict[str, dict[str, str]] = {
-    "account": {
-        "id": "id", "name": "str", "inserted_at": "ts", "organisation_name": "str?",
-        "promo_code": "str?", "website": "str?",
-        "purpose": "enum:business,personal,nonprofit,education,government",
-    },
-    "admin_user": {
-        "id": "id", "account_id": "id", "email": "str", "name": "str?", "job_title": "str?",
-        "last_active_at": "ts?", "profile_completed_at": "ts?",
-        "switchable_account_summaries": "list:obj", **_STAMPS,
-    },
-    "admin_user_invite": {
-        "id": "id", "account_id": "id", "email": "str", "invite_url": "str", "token": "str?",
-        "status": "str", **_STAMPS,
-    },
-    "api_token": {
-        "id": "id", "account_id": "id", "token_scope": "enum:account,agent_deployment",
-        "status": "enum:active,suspended,revoked", "agent_id": "~id?", "environment_id": "~id?",
-        "expires_at": "~ts?", "last_used_at": "~ts?", **_STAMPS,
-    },
-    "person": {
-        "id": "id", "name": "str", "email": "str", "title": "str?", "team_ids": "ids", **_STAMPS,
-    },
-    "team": {"id": "id", "name": "str", "agent_count": "int", "people_count": "int", **_STAMPS},
-    "environment": {
-        "id": "id", "account_id": "id", "name": "str", "purpose": "str",
-        "external_identifier": "any", "description": "~str?",
-    },
-    "risk_profile": {
-        "id": "id", "account_id": "~id", "name": "str", "description": "~str?", "ruleset": "obj",
-        **_STAMPS,
-    },
-    "agent_deployment": {
-        "id": "id", "account_id": "id", "agent_id": "id", "environment_id": "id",
-        "current_version_id": "id?", **_STAMPS,
-    },
-    "agent": {
-        "id": "id", "name": "str", "description": "str?", "external_identifier": "str?",
-        "status": "enum:pending,active,dormant,retired", "owner_person_id": "id?",
-        "risk_profile_id": "id?", "team_id": "id?", "last_activity_span_at": "ts?",
-        "instance_counts": "obj", "available_actions": "obj", **_STAMPS,
-    },
-    "agent_version": {
-        "id": "id", "account_id": "id", "agent_id": "id", "agent_schema_version_id": "id",
-        "external_identifier": "str", "current_agent_deployment_refs": "ids",
-        "runtime_environment": "obj?", **_STAMPS,
-    },
-    "agent_schema_version": {
-        "id": "id", "account_id": "id", "agent_id": "id", "external_identifier": "str",
-        "span_type_schemas": "map:obj", "alert_schemas": "~map:obj",
-        "quality_schemas": "~map:obj", "current_version": "~bool", "environment_id": "~id?",
-        "current_agent_deployment_refs": "~ids", **_STAMPS,
-    },
-    "agent_instance": {
-        "id": "id", "account_id": "id", "agent_id": "id", "agent_version_id": "id",
-        "agent_deployment_id": "id", "environment_id": "id", "external_identifier": "str?",
-        "purpose": "enum:live,smoke_test,eval",
-        "status": "enum:pending,active,complete,failed,cancelled,terminated",
-        "termination_reason": "~str?", "started_at": "ts?", "finished_at": "ts?",
-        "last_activity_span_at": "ts?", "raised_alert_count": "int?",
-        "quality_payloads": "map:obj", "quality_summaries": "map:str", "span_counts": "obj",
-        "span_schema_counts": "obj?", "cost_breakdown": "obj?", "risk_score": "obj?", **_STAMPS,
-    },
-    "agent_span": {
-        "id": "id", "account_id": "id", "agent_id": "id", "agent_instance_id": "id",
-        "parent_span_id": "id?", "schema_name": "str", "schema_title": "str",
-        "status": "enum:active,complete,failed,cancelled", "purpose": "enum:activity,quality,alert",
-        "started_at": "ts", "finished_at": "ts?", "payload": "obj", "result_payload": "obj?",
-        "sensitive_encoding": "bool", "data_risk": "obj?", "summary": "str?",
-    },
-    "alert": {
-        "id": "id", "account_id": "id", "agent_id": "id", "agent_instance_id": "id",
-        "environment_id": "id", "name": "str", "title": "str", "summary": "str?",
-        "severity": "enum:critical,error,warning,info", "status": "enum:raised,cleared",
-        "payload": "obj", "payload_sensitive_encoding": "bool", "raised_at": "ts",
-        "cleared_at": "ts?", "version": "int", **_STAMPS,
-    },
-    "monitor": {
-        "id": "id", "account_id": "id", "name": "str",
-        "metric": "enum:run_count,failed_runs,error_rate,cost_usd,tokens,p95_duration_seconds,"
-        "critical_alerts,high_risk_runs,quality_score_average,policy_denials",
-        "comparison": "enum:gt,ge,lt,le", "window_seconds": "int", "status": "enum:active,paused",
-        "level": "enum:unknown,ok,warning,critical", "agent_id": "id?", "environment_id": "id?",
-        "warning": "num?", "critical": "num?", "hysteresis": "num",
-        "evaluate_every_seconds": "int", "last_value": "num?", "last_evaluated_at": "ts?",
-        "next_evaluation_at": "ts?", "alert_instance_id": "id?", "description": "str?",
-        "version": "int", **_STAMPS,
-    },
-    "destination": {
-        "id": "id", "account_id": "id", "name": "str", "url": "str",
-        "status": "enum:active,disabled", "body_format": "enum:standard,slack",
-        "event_types": "list:str", "description": "str?", "version": "int", **_STAMPS,
-    },
-    "delivery": {
-        "id": "id", "account_id": "id", "destination_id": "id", "event_id": "id",
-        "event_type": "str", "status": "enum:pending,delivered,dead", "next_attempt_at": "ts",
-        "attempt_count": "int", "round_attempts": "int", "last_status_code": "int?",
-        "last_error": "str?", "last_attempt_at": "ts?", "delivered_at": "ts?",
-        "latency_ms": "num?", "attempts": "~list:obj", **_STAMPS,
-    },
-    "notification_event": {
-        "id": "id", "account_id": "id", "event_type": "str", "occurred_at": "ts",
-        "inserted_at": "ts", "data": "obj", "subject_id": "id?",
-    },
-    # Runtime governance (decisions, section 16).
-    "policy": {
-        "id": "id", "account_id": "id", "name": "str", "description": "str?",
-        "mode": "enum:enforce,observe,disabled", "source": "str", "scope": "obj",
-        "version": "int", "created_at": "ts", "updated_at": "ts",
-    },
-    "decision": {
-        "id": "id", "account_id": "id", "agent_instance_id": "id", "agent_id": "id",
-        "environment_id": "id", "action": "obj", "outcome": "enum:allow,deny,pending_approval",
-        "observed_outcome": "enum:allow,deny,pending_approval?", "warnings": "list:str",
-        "reasons": "list:obj", "approval_id": "id?", "agent_span_id": "id?", "decided_at": "ts",
-        "interception": "obj?", "approval": "~obj?",
-    },
-    "approval": {
-        "id": "id", "account_id": "id", "agent_instance_id": "id", "agent_id": "id",
-        "environment_id": "id", "decision_id": "id", "action": "obj", "digest": "str",
-        "status": "enum:pending,approved,rejected,expired", "reasons": "list:obj",
-        "expires_at": "ts", "resolved_at": "ts?", "resolved_by": "obj?",
-        "resolution_reason": "str?", "consumed_at": "ts?", "consumed_by_decision_id": "id?",
-        "created_at": "ts", "updated_at": "ts",
-    },
+    description_of(model).kind: dict(view_notations(model)) for model in RESOURCE_MODELS
 }
-"""Each resource ``type`` and its fields, in the notation of this module's docstring."""
+"""Each resource ``type`` and the fields its views show, in the notation of this module's
+docstring: read from the resource's model (:mod:`governance_core.models.description`)."""
 
-SERVER_MANAGED = frozenset({
-    "account_id", "status", "type", "version", "inserted_at", "updated_at", "agent_count",
-    "people_count", "instance_counts", "available_actions", "span_counts", "span_schema_counts",
-    "raised_alert_count", "cost_breakdown", "risk_score", "quality_summaries", "summary",
-    "last_activity_span_at", "last_active_at", "last_used_at", "current_agent_deployment_refs",
-    "switchable_account_summaries", "token", "invite_url",
-    "level", "last_value", "last_evaluated_at", "next_evaluation_at", "alert_instance_id",
-})
-"""Fields a request body can never set (decisions, section 1)."""
+SERVER_MANAGED: dict[str, frozenset[str]] = {
+    description_of(model).kind: server_managed_fields(model) for model in RESOURCE_MODELS
+}
+"""The fields of each resource ``type`` a request body can never set (decisions, section 1):
+``readOnly`` in its schema."""
 
 ERROR_CODES = (
     "bad_request", "bad_authtoken", "not_authenticated", "not_permitted", "not_implemented",
@@ -248,10 +127,15 @@ def resource_schema(kind: str, *, summary: bool = False) -> dict[str, Any]:
     required = ["id", "type"] if summary else [
         name for name, notation in fields.items() if not notation.startswith("~")
     ] + ["type"]
+    managed = SERVER_MANAGED[kind]
     return {
         "type": "object",
         "properties": {
-            **{name: field_schema(notation) for name, notation in fields.items()},
+            **{
+                name: {**field_schema(notation), "readOnly": True} if name in managed
+                else field_schema(notation)
+                for name, notation in fields.items()
+            },
             "type": {"const": kind},
         },
         "required": required,

@@ -55,7 +55,6 @@ __all__ = [
     "ANCESTORS_READ",
     "FAILED_SPANS_TRACED",
     "RUN_GROUPS",
-    "RUN_ROLLUPS",
     "RUN_SORTS",
     "RunFilter",
     "SessionSummary",
@@ -83,13 +82,6 @@ FAILED_SPANS_TRACED = 500
 
 ANCESTORS_READ = 2000
 """The most ancestor spans :func:`failed_span_ancestors` reads for one run."""
-
-RUN_ROLLUPS = (
-    "risk_level", "total_cost", "started_day", "duration_ms", "duration_bucket", "span_total",
-    "span_bucket",
-    "quality_score",
-)
-"""A run's stored rollups: fields of the store for figures over many runs, not of its view."""
 
 RUN_GROUPS: dict[str, GroupBy] = {
     "day": GroupBy("started_at", day=True),

@@ -7,9 +7,36 @@ from typing import Any
 
 import attrs
 
+from governance_core.models.description import described, enum, resource
+
 __all__ = ["Delivery", "DeliveryAttempt", "Destination", "Monitor", "NotificationEvent"]
 
+DESTINATION_STATUSES = ("active", "disabled")
+"""A destination receives messages while active."""
 
+BODY_FORMATS = ("standard", "slack")
+"""``standard``: the Standard Webhooks JSON payload; ``slack``: a Slack incoming-webhook body."""
+
+DELIVERY_STATUSES = ("pending", "delivered", "dead")
+"""A delivery waits, has arrived, or gave up (the dead letter)."""
+
+MONITOR_METRICS = (
+    "run_count", "failed_runs", "error_rate", "cost_usd", "tokens", "p95_duration_seconds",
+    "critical_alerts", "high_risk_runs", "quality_score_average", "policy_denials",
+)
+"""What a monitor may measure over its window (see docs/notifications.md)."""
+
+MONITOR_COMPARISONS = ("gt", "ge", "lt", "le")
+"""How a monitor compares its value with its thresholds."""
+
+MONITOR_STATUSES = ("active", "paused")
+"""A monitor is evaluated while active."""
+
+MONITOR_LEVELS = ("unknown", "ok", "warning", "critical")
+"""A monitor's state; ``unknown`` before its first evaluation."""
+
+
+@resource("destination")
 @attrs.frozen
 class Destination:
     """A webhook endpoint of an account, with the secrets its messages are signed with.
@@ -20,19 +47,20 @@ class Destination:
     """
 
     id: str
-    account_id: str
-    name: str
-    url: str
-    status: str
-    body_format: str
-    inserted_at: datetime
-    updated_at: datetime
-    version: int = 1
+    account_id: str = attrs.field(metadata=described(managed=True))
+    name: str = attrs.field(metadata=described(column=True))
+    url: str = attrs.field(metadata=described(column=True))
+    status: str = attrs.field(metadata=described(notation=enum(*DESTINATION_STATUSES), column=True))
+    body_format: str = attrs.field(metadata=described(notation=enum(*BODY_FORMATS)))
+    inserted_at: datetime = attrs.field(metadata=described(managed=True))
+    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    version: int = attrs.field(default=1, metadata=described(managed=True))
     event_types: list[str] = attrs.field(factory=list)
-    secrets: list[dict[str, Any]] = attrs.field(factory=list)
+    secrets: list[dict[str, Any]] = attrs.field(factory=list, metadata=described(shown=False))
     description: str | None = None
 
 
+@resource("notification_event")
 @attrs.frozen
 class NotificationEvent:
     """One event of the outbox: written in the transaction of what caused it.
@@ -42,46 +70,50 @@ class NotificationEvent:
     """
 
     id: str
-    account_id: str
-    event_type: str
-    occurred_at: datetime
-    inserted_at: datetime
+    account_id: str = attrs.field(metadata=described(managed=True))
+    event_type: str = attrs.field(metadata=described(column=True))
+    occurred_at: datetime = attrs.field(metadata=described(column=True))
+    inserted_at: datetime = attrs.field(metadata=described(managed=True))
     data: dict[str, Any] = attrs.field(factory=dict)
-    subject_id: str | None = None
+    subject_id: str | None = attrs.field(default=None, metadata=described(column=True))
 
 
+@resource("delivery", attempts="~list:obj")
 @attrs.frozen
 class Delivery:
     """One event on its way to one destination: pending, delivered or dead (the dead letter)."""
 
     id: str
-    account_id: str
-    destination_id: str
-    event_id: str
-    event_type: str
-    status: str
-    next_attempt_at: datetime
-    inserted_at: datetime
-    updated_at: datetime
-    attempt_count: int = 0
-    round_attempts: int = 0
-    last_status_code: int | None = None
-    last_error: str | None = None
-    last_attempt_at: datetime | None = None
-    delivered_at: datetime | None = None
-    latency_ms: float | None = None
+    account_id: str = attrs.field(metadata=described(managed=True))
+    destination_id: str = attrs.field(metadata=described(column=True))
+    event_id: str = attrs.field(metadata=described(column=True))
+    event_type: str = attrs.field(metadata=described(column=True))
+    status: str = attrs.field(
+        metadata=described(notation=enum(*DELIVERY_STATUSES), column=True, managed=True)
+    )
+    next_attempt_at: datetime = attrs.field(metadata=described(column=True, managed=True))
+    inserted_at: datetime = attrs.field(metadata=described(managed=True))
+    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    attempt_count: int = attrs.field(default=0, metadata=described(managed=True))
+    round_attempts: int = attrs.field(default=0, metadata=described(managed=True))
+    last_status_code: int | None = attrs.field(default=None, metadata=described(managed=True))
+    last_error: str | None = attrs.field(default=None, metadata=described(managed=True))
+    last_attempt_at: datetime | None = attrs.field(default=None, metadata=described(managed=True))
+    delivered_at: datetime | None = attrs.field(default=None, metadata=described(managed=True))
+    latency_ms: float | None = attrs.field(default=None, metadata=described(managed=True))
 
 
+@resource("delivery_attempt")
 @attrs.frozen
 class DeliveryAttempt:
     """One HTTP attempt of a delivery, as the delivery log shows it."""
 
     id: str
-    account_id: str
-    delivery_id: str
-    destination_id: str
-    attempted_at: datetime
-    inserted_at: datetime
+    account_id: str = attrs.field(metadata=described(managed=True))
+    delivery_id: str = attrs.field(metadata=described(column=True))
+    destination_id: str = attrs.field(metadata=described(column=True))
+    attempted_at: datetime = attrs.field(metadata=described(column=True))
+    inserted_at: datetime = attrs.field(metadata=described(managed=True))
     succeeded: bool
     latency_ms: float
     status_code: int | None = None
@@ -89,6 +121,7 @@ class DeliveryAttempt:
     response_prefix: str | None = None
 
 
+@resource("monitor")
 @attrs.frozen
 class Monitor:
     """A metric over a time window, compared with a warning and a critical threshold.
@@ -98,24 +131,28 @@ class Monitor:
     """
 
     id: str
-    account_id: str
-    name: str
-    metric: str
-    comparison: str
+    account_id: str = attrs.field(metadata=described(managed=True))
+    name: str = attrs.field(metadata=described(column=True))
+    metric: str = attrs.field(metadata=described(notation=enum(*MONITOR_METRICS), column=True))
+    comparison: str = attrs.field(metadata=described(notation=enum(*MONITOR_COMPARISONS)))
     window_seconds: int
-    status: str
-    level: str
-    inserted_at: datetime
-    updated_at: datetime
-    version: int = 1
-    agent_id: str | None = None
-    environment_id: str | None = None
+    status: str = attrs.field(metadata=described(notation=enum(*MONITOR_STATUSES), column=True))
+    level: str = attrs.field(
+        metadata=described(notation=enum(*MONITOR_LEVELS), column=True, managed=True)
+    )
+    inserted_at: datetime = attrs.field(metadata=described(managed=True))
+    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    version: int = attrs.field(default=1, metadata=described(managed=True))
+    agent_id: str | None = attrs.field(default=None, metadata=described(column=True))
+    environment_id: str | None = attrs.field(default=None, metadata=described(column=True))
     warning: float | None = None
     critical: float | None = None
     hysteresis: float = 0.0
     evaluate_every_seconds: int = 60
-    last_value: float | None = None
-    last_evaluated_at: datetime | None = None
-    next_evaluation_at: datetime | None = None
-    alert_instance_id: str | None = None
+    last_value: float | None = attrs.field(default=None, metadata=described(managed=True))
+    last_evaluated_at: datetime | None = attrs.field(default=None, metadata=described(managed=True))
+    next_evaluation_at: datetime | None = attrs.field(
+        default=None, metadata=described(column=True, managed=True)
+    )
+    alert_instance_id: str | None = attrs.field(default=None, metadata=described(managed=True))
     description: str | None = None

@@ -25,7 +25,12 @@ from governance_core.converter import to_record
 from governance_core.domain.alerts import clear_alert, find_alert, raise_alert
 from governance_core.domain.insights import instance_cost, run_insights
 from governance_core.domain.risk import Rulesets
-from governance_core.models.notifications import Monitor
+from governance_core.models.notifications import (
+    MONITOR_COMPARISONS,
+    MONITOR_LEVELS,
+    MONITOR_METRICS,
+    Monitor,
+)
 from governance_core.notifications.outbox import emit
 from governance_core.repository import Filter, Record, SortKey, tenant_filter
 from governance_core.rules.token_groups import stored_token_groups
@@ -41,13 +46,9 @@ __all__ = [
     "measure",
 ]
 
-METRICS = (
-    "run_count", "failed_runs", "error_rate", "cost_usd", "tokens", "p95_duration_seconds",
-    "critical_alerts", "high_risk_runs", "quality_score_average", "policy_denials",
-)
-"""What a monitor may measure over its window (see docs/notifications.md)."""
-COMPARISONS = ("gt", "ge", "lt", "le")
-LEVELS = ("unknown", "ok", "warning", "critical")
+METRICS = MONITOR_METRICS
+COMPARISONS = MONITOR_COMPARISONS
+LEVELS = MONITOR_LEVELS
 _RANK = {"unknown": 0, "ok": 0, "warning": 1, "critical": 2}
 _FAILED = ("failed", "terminated")
 _FINISHED = ("complete", "failed", "cancelled", "terminated")
@@ -224,7 +225,7 @@ def evaluate(ctx: Context, monitor: Monitor) -> Monitor:
     if changed and not (monitor.level == "unknown" and level == "ok"):
         updated = _move_alert(ctx, updated, value)
         emit(ctx, monitor.account_id, "monitor.state_changed", {
-            "monitor": view_of(updated, "monitor"), "previous_level": monitor.level,
+            "monitor": view_of(updated), "previous_level": monitor.level,
             "level": level, "value": value, "threshold": _threshold(updated, level),
         }, subject_id=monitor.id)
     ctx.tables.monitors.put(to_record(updated))

@@ -17,7 +17,7 @@ from typing import Any
 from governance_core.context import Context
 from governance_core.converter import to_record
 from governance_core.models.agents import Alert
-from governance_core.models.notifications import Delivery, NotificationEvent
+from governance_core.models.notifications import BODY_FORMATS, Delivery, NotificationEvent
 from governance_core.repository import Filter, tenant_filter
 from governance_core.views import view_of
 
@@ -34,8 +34,6 @@ EVENT_TYPES = (
 )
 """Every event type a destination may subscribe to."""
 
-BODY_FORMATS = ("standard", "slack")
-"""``standard``: the Standard Webhooks JSON payload; ``slack``: a Slack incoming-webhook body."""
 
 _ALERT_EVENTS = {"raised": "alert.raised", "updated": "alert.updated", "cleared": "alert.cleared"}
 
@@ -84,7 +82,7 @@ def alert_event(ctx: Context, alert: Alert, change: str) -> NotificationEvent | 
     event_type = _ALERT_EVENTS.get(change)
     if event_type is None:
         return None
-    data = {"alert": view_of(alert, "alert")}
+    data = {"alert": view_of(alert)}
     return emit(ctx, alert.account_id, event_type, data, subject_id=alert.id)
 
 

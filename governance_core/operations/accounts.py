@@ -11,7 +11,13 @@ from governance_core.converter import from_record, to_record
 from governance_core.envelopes import details_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
-from governance_core.models.accounts import Account, AdminUser, Environment, RiskProfile
+from governance_core.models.accounts import (
+    ACCOUNT_PURPOSES,
+    Account,
+    AdminUser,
+    Environment,
+    RiskProfile,
+)
 from governance_core.operations.api_tokens import issue_token
 from governance_core.operations.common import list_response, load
 from governance_core.registry import operation
@@ -26,7 +32,7 @@ __all__ = [
     "require_own_account",
 ]
 
-PURPOSES = ("business", "personal", "nonprofit", "education", "government")
+PURPOSES = ACCOUNT_PURPOSES
 SORTABLE = ("id", "name", "inserted_at", "purpose", "promo_code", "website")
 
 
@@ -37,7 +43,7 @@ def account_summary(record: Record) -> dict[str, Any]:
 
 def account_details(account: Account) -> dict[str, Any]:
     """The interface's Account details."""
-    return view_of(account, "account", hidden=("account_id", "partition"))
+    return view_of(account)
 
 
 def require_own_account(ctx: Context, fields: Fields) -> None:

@@ -62,8 +62,7 @@ def invite_details(
         token = ShownOnce(secret)
         invite_url = ShownOnce(_accept_url(ctx, secret), later=invite_url)
     return view_of(
-        invite, "admin_user_invite",
-        hidden=("token_hash", "invited_by_admin_user_id", "accepted_admin_user_id"),
+        invite,
         invite_url=invite_url, token=token, status=invite_status(ctx, invite),
     )
 

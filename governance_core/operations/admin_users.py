@@ -27,7 +27,7 @@ def admin_user_details(ctx: Context, user: AdminUser) -> dict[str, Any]:
         if record is not None:
             switchable.append(account_summary(record))
     return view_of(
-        user, "admin_user", hidden=("email_vouched",), switchable_account_summaries=switchable
+        user, switchable_account_summaries=switchable
     )
 
 

@@ -37,7 +37,7 @@ SORTABLE = ("id", "inserted_at")
 
 def deployment_details(deployment: AgentDeployment) -> dict[str, Any]:
     """Return the interface's AgentDeployment_Details."""
-    return view_of(deployment, "agent_deployment")
+    return view_of(deployment)
 
 
 def find_deployment(ctx: Context, agent_id: str, environment_id: str) -> AgentDeployment | None:

@@ -13,14 +13,15 @@ from typing import Any
 
 from governance_core.context import Context
 from governance_core.converter import json_ready
-from governance_core.domain.insights import RUN_ROLLUPS, run_insights
+from governance_core.domain.insights import run_insights
 from governance_core.domain.risk import Rulesets
-from governance_core.domain.runs import RUN_PARTIES, advance_instance, cancel_active_spans
+from governance_core.domain.runs import advance_instance, cancel_active_spans
 from governance_core.domain.sensitive_values import may_reveal, reveal_quality
 from governance_core.envelopes import ready_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
 from governance_core.models.agents import (
+    RUN_PURPOSES,
     AgentInstance,
     empty_span_counts,
 )
@@ -52,7 +53,7 @@ __all__ = [
     "span_counts_output",
 ]
 
-PURPOSES = ("live", "smoke_test", "eval")
+PURPOSES = RUN_PURPOSES
 STATUSES = states(INSTANCE)
 SORTABLE = ("id", "status", "started_at", "finished_at", "inserted_at")
 REASON_MAX = 2000
@@ -76,8 +77,7 @@ def instance_details(
     """
     insights = json_ready(run_insights(ctx, record, rulesets))
     return model_view(
-        AgentInstance, record, "agent_instance",
-        hidden=("token_groups", "risk_critical_raised", *RUN_ROLLUPS, *RUN_PARTIES),
+        AgentInstance, record,
         span_counts=span_counts_output(record.get("span_counts") or {}),
         span_schema_counts={"by_name": record.get("span_schema_counts") or {}},
         **insights,

@@ -18,6 +18,7 @@ from governance_core.operations.common import (
 from governance_core.registry import operation
 from governance_core.repository import Filter, Record
 from governance_core.rules.schemas import DeclaredSchemas
+from governance_core.views import model_view
 
 __all__ = [
     "SORTABLE",
@@ -44,35 +45,29 @@ def current_deployment_refs(ctx: Context, schema_version_id: str) -> list[str]:
 
 
 def schema_version_full(ctx: Context, record: Record) -> dict[str, Any]:
-    """Return the full form (the playground's): every schema map, with its validations."""
-    return {
-        "id": record["id"],
-        "account_id": record["account_id"],
-        "agent_id": record["agent_id"],
-        "external_identifier": record["external_identifier"],
-        "current_agent_deployment_refs": current_deployment_refs(ctx, record["id"]),
-        "span_type_schemas": record["span_type_schemas"],
-        "alert_schemas": record["alert_schemas"],
-        "quality_schemas": record["quality_schemas"],
-        "inserted_at": record["inserted_at"],
-        "updated_at": record["updated_at"],
-        "type": "agent_schema_version",
-    }
+    """Return the full form (the playground's): every schema map, with its validations.
+
+    It is the view without ``environment_id``, which only the fetch form shows.
+    """
+    full = model_view(
+        AgentSchemaVersion, record,
+        current_agent_deployment_refs=current_deployment_refs(ctx, record["id"]),
+    )
+    del full["environment_id"]
+    return full
 
 
 def schema_version_details(ctx: Context, record: Record) -> dict[str, Any]:
     """Return the fetch form (AgentSchemaVersion_Details).
 
-    That is the full form plus ``current_version`` (a current version of one of the agent's
-    deployments uses it) and ``environment_id`` (the environment of the registration that
-    first declared it).
+    That is the view plus ``current_version``: a current version of one of the agent's
+    deployments uses it.
     """
-    full = schema_version_full(ctx, record)
-    return {
-        **full,
-        "current_version": bool(full["current_agent_deployment_refs"]),
-        "environment_id": record.get("environment_id"),
-    }
+    refs = current_deployment_refs(ctx, record["id"])
+    return model_view(
+        AgentSchemaVersion, record, current_agent_deployment_refs=refs,
+        current_version=bool(refs),
+    )
 
 
 def find_or_create_schema_version(

@@ -39,7 +39,7 @@ from governance_core.domain.supplied_ids import claim_id, read_supplied_id
 from governance_core.envelopes import details_envelope, ready_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
-from governance_core.models.agents import AgentSpan
+from governance_core.models.agents import SPAN_PURPOSES, SPAN_STATUSES, AgentSpan
 from governance_core.operations.common import (
     equality_filters,
     list_response,
@@ -53,9 +53,7 @@ from governance_core.repository import Filter, Record
 from governance_core.rules.aggregates import ACTIVITY
 from governance_core.rules.states import (
     FINISH_STATUSES,
-    SPAN,
     SPAN_CREATE_STATES,
-    states,
 )
 from governance_core.views import model_view
 
@@ -72,8 +70,8 @@ __all__ = [
     "span_details",
 ]
 
-STATUSES = states(SPAN)
-PURPOSES = ("activity", "quality", "alert")
+STATUSES = SPAN_STATUSES
+PURPOSES = SPAN_PURPOSES
 SORTABLE = ("id", "started_at", "finished_at", "status")
 
 
@@ -131,7 +129,7 @@ def span_details(
     ``risk_level`` are added when the view asks (``rulesets`` shares their lookups in a list).
     """
     details = model_view(
-        AgentSpan, record, "agent_span",
+        AgentSpan, record,
         data_risk=None if span_type is None else span_type.get("data_risk"),
         summary=record.get("summary") if view.include_summary else None,
     )

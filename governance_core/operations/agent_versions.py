@@ -39,7 +39,7 @@ def agent_version_details(ctx: Context, record: Record) -> dict[str, Any]:
         [tenant(ctx), Filter("current_version_id", "eq", record["id"])]
     )
     return model_view(
-        AgentVersion, record, "agent_version",
+        AgentVersion, record,
         current_agent_deployment_refs=[d["id"] for d in deployments],
     )
 

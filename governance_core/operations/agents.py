@@ -80,7 +80,7 @@ def agent_details(ctx: Context, agent: Agent) -> dict[str, Any]:
     status = shown_status(ctx, agent)
     counts = instance_counts_output(agent.instance_counts)
     return view_of(
-        agent, "agent", hidden=("last_instance_at",), status=status, instance_counts=counts,
+        agent, status=status, instance_counts=counts,
         available_actions=available_actions(status, counts),
     )
 

@@ -31,7 +31,7 @@ from governance_core.domain.sensitive_values import (
 from governance_core.envelopes import details_envelope, success
 from governance_core.errors import AlertUnknown, InvalidValue, NotFound
 from governance_core.fields import Fields
-from governance_core.models.agents import Alert
+from governance_core.models.agents import ALERT_SEVERITIES, Alert
 from governance_core.operations.common import (
     equality_filters,
     list_response,
@@ -53,14 +53,14 @@ __all__ = [
     "prepare_raise",
 ]
 
-SEVERITIES = ("critical", "error", "warning", "info")
+SEVERITIES = ALERT_SEVERITIES
 STATUSES = states(ALERT)
 SORTABLE = ("id", "raised_at", "cleared_at", "severity", "name")
 
 
 def alert_details(alert: Alert) -> dict[str, Any]:
     """Return the interface's Alert details."""
-    return view_of(alert, "alert")
+    return view_of(alert)
 
 
 def prepare_raise(ctx: Context, fields: Fields) -> PreparedChecks | None:

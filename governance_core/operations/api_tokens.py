@@ -13,7 +13,7 @@ from governance_core.credentials import ShownOnce, hash_secret, new_secret
 from governance_core.envelopes import details_envelope
 from governance_core.errors import InvalidAction
 from governance_core.fields import Fields
-from governance_core.models.accounts import ApiToken
+from governance_core.models.accounts import TOKEN_SCOPES, ApiToken
 from governance_core.operations.common import list_response, load, resolve_ref, save
 from governance_core.registry import operation
 from governance_core.repository import Filter, Record
@@ -22,7 +22,7 @@ from governance_core.views import view_of
 
 __all__ = ["SCOPES", "STATUSES", "api_token_details", "issue_token"]
 
-SCOPES = ("account", "agent_deployment")
+SCOPES = TOKEN_SCOPES
 STATUSES = states(TOKEN)
 SORTABLE = ("id", "status", "token_scope", "last_used_at", "expires_at", "inserted_at")
 
@@ -51,7 +51,7 @@ def issue_token(
 
 def api_token_details(token: ApiToken) -> dict[str, Any]:
     """Return a token as clients see it (summary and details alike), never its hash."""
-    return view_of(token, "api_token", hidden=("token_hash",))
+    return view_of(token)
 
 
 def _summary(record: Record) -> dict[str, Any]:

@@ -30,7 +30,7 @@ REASON_MAX = 2000
 def approval_details(ctx: Context, record: Record) -> dict[str, Any]:
     """The Approval resource of a stored approval, its status as of now."""
     return model_view(
-        Approval, record, "approval", hidden=("inserted_at",),
+        Approval, record,
         status=approval_status(record, ctx.now), created_at=record["inserted_at"],
     )
 

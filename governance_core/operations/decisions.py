@@ -40,7 +40,7 @@ NAME_MAX = 200
 def decision_details(record: Record, **shown: Any) -> dict[str, Any]:
     """The Decision resource of a stored decision, with ``shown`` values laid over it."""
     return model_view(
-        Decision, record, "decision", hidden=("action_kind", "inserted_at"), **shown
+        Decision, record, **shown
     )
 
 

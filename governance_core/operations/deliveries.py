@@ -11,7 +11,7 @@ from governance_core.converter import from_record, to_record
 from governance_core.envelopes import details_envelope
 from governance_core.errors import InvalidAction
 from governance_core.fields import Fields
-from governance_core.models.notifications import Delivery, DeliveryAttempt
+from governance_core.models.notifications import DELIVERY_STATUSES, Delivery, DeliveryAttempt
 from governance_core.notifications import load_own
 from governance_core.notifications.outbox import EVENT_TYPES
 from governance_core.operations.common import equality_filters, list_response, tenant
@@ -22,14 +22,14 @@ from governance_core.views import view_of
 __all__ = ["ATTEMPTS_SHOWN", "SORTABLE", "STATUSES", "delivery_details"]
 
 SORTABLE = ("id", "status", "next_attempt_at", "inserted_at")
-STATUSES = ("pending", "delivered", "dead")
+STATUSES = DELIVERY_STATUSES
 ATTEMPTS_SHOWN = 50
 """How many of a delivery's latest attempts its details show."""
 
 
 def delivery_details(delivery: Delivery) -> dict[str, Any]:
     """The interface's Delivery."""
-    return view_of(delivery, "delivery")
+    return view_of(delivery)
 
 
 def _load(ctx: Context, fields: Fields) -> Delivery:
@@ -58,7 +58,7 @@ def show_delivery(ctx: Context, fields: Fields) -> dict[str, Any]:
         [tenant(ctx), Filter("delivery_id", "eq", delivery.id)],
         sort=[SortKey("attempted_at", descending=True)], limit=ATTEMPTS_SHOWN,
     )
-    shown = [view_of(from_record(DeliveryAttempt, record), "delivery_attempt")
+    shown = [view_of(from_record(DeliveryAttempt, record))
              for record in attempts]
     return details_envelope({**delivery_details(delivery), "attempts": shown})
 

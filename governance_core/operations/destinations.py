@@ -18,7 +18,7 @@ from governance_core.credentials import ShownOnce
 from governance_core.envelopes import details_envelope
 from governance_core.errors import InvalidAction
 from governance_core.fields import Fields
-from governance_core.models.notifications import Destination
+from governance_core.models.notifications import DESTINATION_STATUSES, Destination
 from governance_core.notifications import load_own
 from governance_core.notifications.addresses import (
     UnsafeDestination,
@@ -34,7 +34,7 @@ from governance_core.views import view_of
 __all__ = ["DEFAULT_GRACE", "GRACE_MAX", "SORTABLE", "STATUSES", "destination_details"]
 
 SORTABLE = ("id", "name", "status", "inserted_at")
-STATUSES = ("active", "disabled")
+STATUSES = DESTINATION_STATUSES
 NAME_MAX = 200
 GRACE_MAX = 7 * 24 * 3600
 """The longest a rotated secret keeps signing: a week."""
@@ -44,7 +44,7 @@ DEFAULT_GRACE = 24 * 3600
 
 def destination_details(destination: Destination) -> dict[str, Any]:
     """The interface's Destination: every field but its secrets."""
-    return view_of(destination, "destination", hidden=("secrets",))
+    return view_of(destination)
 
 
 def _url(ctx: Context, fields: Fields, *, required: bool) -> str | None:

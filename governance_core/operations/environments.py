@@ -27,7 +27,7 @@ SORTABLE = ("id", "name", "purpose", "external_identifier", "inserted_at")
 
 def environment_details(environment: Environment) -> dict[str, Any]:
     """Return the interface's Environment_Details (also the list summary)."""
-    return view_of(environment, "environment")
+    return view_of(environment)
 
 
 def _summary(record: Record) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from governance_core.context import Context
 from governance_core.converter import from_record, to_record
 from governance_core.envelopes import details_envelope, success
 from governance_core.fields import Fields
-from governance_core.models.notifications import Monitor
+from governance_core.models.notifications import MONITOR_STATUSES, Monitor
 from governance_core.notifications import load_own
 from governance_core.notifications.monitors import COMPARISONS, LEVELS, METRICS, evaluate
 from governance_core.operations.common import equality_filters, list_response, resolve_ref, tenant
@@ -28,7 +28,7 @@ from governance_core.views import view_of
 __all__ = ["SORTABLE", "STATUSES", "monitor_details"]
 
 SORTABLE = ("id", "name", "metric", "level", "inserted_at")
-STATUSES = ("active", "paused")
+STATUSES = MONITOR_STATUSES
 NAME_MAX = 150
 WINDOW_MAX = 90 * 24 * 3600
 EVERY_MIN = 10
@@ -37,7 +37,7 @@ EVERY_MAX = 24 * 3600
 
 def monitor_details(monitor: Monitor) -> dict[str, Any]:
     """The interface's Monitor."""
-    return view_of(monitor, "monitor")
+    return view_of(monitor)
 
 
 def _number(fields: Fields, name: str) -> float | None:

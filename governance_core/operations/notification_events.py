@@ -22,7 +22,7 @@ SORTABLE = ("id", "occurred_at", "event_type")
 
 def event_details(event: NotificationEvent) -> dict[str, Any]:
     """The interface's NotificationEvent."""
-    return view_of(event, "notification_event")
+    return view_of(event)
 
 
 @operation("notification_events/list", write=False)

@@ -47,7 +47,7 @@ def person_summary(ctx: Context, record: Record) -> dict[str, Any]:
 def person_details(ctx: Context, person: Person) -> dict[str, Any]:
     """Return the interface's Person_Details."""
     return view_of(
-        person, "person", hidden=("account_id",), team_ids=person_team_ids(ctx, person.id)
+        person, team_ids=person_team_ids(ctx, person.id)
     )
 
 

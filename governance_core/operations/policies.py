@@ -51,7 +51,7 @@ _SCOPES = {"environment_ids": "environment", "agent_ids": "agent"}
 def policy_details(record: Record) -> dict[str, Any]:
     """The Policy resource of a stored policy."""
     return model_view(
-        Policy, record, "policy", hidden=("inserted_at",), created_at=record["inserted_at"]
+        Policy, record, created_at=record["inserted_at"]
     )
 
 

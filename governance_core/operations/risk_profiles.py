@@ -39,7 +39,7 @@ def default_profile(ctx: Context) -> RiskProfile:
 
 def risk_profile_details(profile: RiskProfile) -> dict[str, Any]:
     """Return a risk profile as clients see it (summary and details alike)."""
-    return view_of(profile, "risk_profile", ruleset=profile_ruleset(profile).to_json())
+    return view_of(profile, ruleset=profile_ruleset(profile).to_json())
 
 
 def _summary(record: Record) -> dict[str, Any]:

@@ -36,7 +36,7 @@ def team_summary(ctx: Context, record: Record) -> dict[str, Any]:
 
 def team_details(ctx: Context, team: Team) -> dict[str, Any]:
     """The interface's Team details."""
-    return view_of(team, "team", hidden=("account_id",), **_counts(ctx, team.id))
+    return view_of(team, **_counts(ctx, team.id))
 
 
 @operation("teams/list", write=False)

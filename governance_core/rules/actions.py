@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
+from governance_core.models.agents import AGENT_STATUSES
 from governance_core.rules.states import AGENT, allowed
 
 __all__ = ["AGENT_ACTIONS", "AGENT_STATUSES", "agent_status", "available_actions", "stored_status"]
 
-AGENT_STATUSES = ("pending", "active", "dormant", "retired")
-"""Every status an agent shows, in lifecycle order."""
 
 AGENT_ACTIONS = ("delete", "reinstate", "retire", "update")
 """The members of ``available_actions``."""

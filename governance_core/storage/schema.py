@@ -1,7 +1,9 @@
 """The logical schema: every table and the fields adapters must be able to filter and sort on.
 
 Every record is stored whole; the declared fields are also kept where the adapter can index
-them. Adding a field here is a migration each adapter performs by itself on open; bump
+them. A resource's table takes its fields from its model, where each is declared a column or
+not (:mod:`governance_core.models.description`); the tables no model describes name theirs
+here. Adding a column is a migration each adapter performs by itself on open; bump
 ``SCHEMA_VERSION`` with it, so that older code refuses a file whose new columns it would leave
 stale.
 """
@@ -11,6 +13,36 @@ from __future__ import annotations
 from typing import Literal
 
 import attrs
+
+from governance_core.models.accounts import (
+    Account,
+    AdminUser,
+    AdminUserInvite,
+    ApiToken,
+    Environment,
+    Person,
+    RiskProfile,
+    Team,
+    TeamMembership,
+)
+from governance_core.models.agents import (
+    Agent,
+    AgentDeployment,
+    AgentInstance,
+    AgentSchemaVersion,
+    AgentSpan,
+    AgentVersion,
+    Alert,
+)
+from governance_core.models.description import stored_columns
+from governance_core.models.notifications import (
+    Delivery,
+    DeliveryAttempt,
+    Destination,
+    Monitor,
+    NotificationEvent,
+)
+from governance_core.models.policies import Approval, Decision, Policy
 
 __all__ = [
     "IDS",
@@ -166,24 +198,17 @@ _KINDS = {
 TABLES: dict[str, Table] = {
     table.name: attrs.evolve(table, kind=_KINDS.get(table.name))
     for table in (
+        _t("accounts", *stored_columns(Account), marked=True),
+        _t("admin_users", *stored_columns(AdminUser)),
+        _t("admin_user_invites", *stored_columns(AdminUserInvite)),
+        _t("api_tokens", *stored_columns(ApiToken), marked=True),
+        _t("people", *stored_columns(Person)),
+        _t("teams", *stored_columns(Team)),
+        _t("team_memberships", *stored_columns(TeamMembership)),
+        _t("environments", *stored_columns(Environment)),
+        _t("risk_profiles", *stored_columns(RiskProfile)),
         _t(
-            "accounts", "name", "purpose", "promo_code", "website", "partition:integer",
-            marked=True,
-        ),
-        _t("admin_users", "email", "name", "job_title", "last_active_at", "profile_completed_at"),
-        _t("admin_user_invites", "email", "status", "token_hash", "expires_at"),
-        _t(
-            "api_tokens", "token_hash", "status", "token_scope", "last_used_at", "expires_at",
-            "admin_user_id", "agent_id", "environment_id", marked=True,
-        ),
-        _t("people", "name", "email"),
-        _t("teams", "name"),
-        _t("team_memberships", "team_id", "person_id"),
-        _t("environments", "name", "purpose", "external_identifier", "is_default:integer"),
-        _t("risk_profiles", "name", "is_default:integer"),
-        _t(
-            "agents", "name", "status", "external_identifier", "owner_person_id", "team_id",
-            "risk_profile_id", "last_activity_span_at",
+            "agents", *stored_columns(Agent),
             # Every span that moves its run's last activity rewrites the agent: an index on
             # last_activity_span_at (or on every field) would be rewritten with it.
             indexes=(
@@ -192,16 +217,11 @@ TABLES: dict[str, Table] = {
             ),
             index_each=False,
         ),
-        _t("agent_versions", "agent_id", "external_identifier", "agent_schema_version_id"),
-        _t("agent_schema_versions", "agent_id", "external_identifier", "content_hash"),
-        _t("agent_deployments", "agent_id", "environment_id", "current_version_id"),
+        _t("agent_versions", *stored_columns(AgentVersion)),
+        _t("agent_schema_versions", *stored_columns(AgentSchemaVersion)),
+        _t("agent_deployments", *stored_columns(AgentDeployment)),
         _t(
-            "agent_instances", "agent_id", "agent_version_id", "agent_deployment_id",
-            "environment_id", "external_identifier", "status", "purpose", "started_at",
-            "finished_at", "last_activity_span_at", "risk_level", "total_cost:real",
-            "started_day", "duration_ms:integer", "duration_bucket:integer",
-            "span_total:integer", "span_bucket:integer", "quality_score:real", "session_id",
-            "user_id",
+            "agent_instances", *stored_columns(AgentInstance),
             # risk_level and total_cost are kept on span writes for the console's figures over
             # many runs: its counts and plots read the started_at range of the first index
             # below alone (it holds every field they group and sum, so no row is read: a third
@@ -243,8 +263,7 @@ TABLES: dict[str, Table] = {
             index_each=False,
         ),
         _t(
-            "agent_spans", "agent_instance_id", "agent_id", "parent_span_id", "schema_name",
-            "status", "purpose", "started_at", "finished_at",
+            "agent_spans", *stored_columns(AgentSpan),
             # The last serves a run's spans of one status (the console's "failed spans") in
             # time order, and counts a run's spans (status in every status) from the index
             # alone. It leads with the status so that SQLite never takes it for a query of
@@ -265,8 +284,7 @@ TABLES: dict[str, Table] = {
             ),
         ),
         _t(
-            "alerts", "agent_instance_id", "agent_id", "environment_id", "name", "status",
-            "severity", "raised_at", "cleared_at",
+            "alerts", *stored_columns(Alert),
             indexes=(("agent_instance_id", "name"),),
         ),
         # A run's token usage and cost per model, kept where its usage moves, so that the
@@ -289,17 +307,14 @@ TABLES: dict[str, Table] = {
         _t("sensitive_reveals", "owner_id", "token_id"),
         # Notifications: the outbox (events and their deliveries), its log, monitors, and
         # the lease that keeps one sender per database.
-        _t("destinations", "name", "status", "url"),
-        _t("notification_events", "event_type", "subject_id", "occurred_at"),
+        _t("destinations", *stored_columns(Destination)),
+        _t("notification_events", *stored_columns(NotificationEvent)),
         _t(
-            "deliveries", "destination_id", "event_id", "event_type", "status",
-            "next_attempt_at",
+            "deliveries", *stored_columns(Delivery),
             indexes=(("destination_id", "status"),),
         ),
-        _t("delivery_attempts", "delivery_id", "destination_id", "attempted_at"),
-        _t(
-            "monitors", "name", "status", "metric", "agent_id", "environment_id", "level",
-            "next_evaluation_at",
+        _t("delivery_attempts", *stored_columns(DeliveryAttempt)),
+        _t("monitors", *stored_columns(Monitor)
         ),
         _t("sender_leases", "holder", "expires_at"),
         # Runtime governance (governance_core.policies): policies, the decisions taken
@@ -310,20 +325,18 @@ TABLES: dict[str, Table] = {
         # approval names its decision), so no index holds it: each one is one more B-tree
         # page every decision writes.
         _t(
-            "policies", "name", "mode", "version:integer", "updated_at",
+            "policies", *stored_columns(Policy),
             indexes=(("account_id", "version"),),
         ),
         _t(
-            "decisions", "agent_instance_id", "agent_id", "environment_id", "action_kind",
-            "outcome", "decided_at", "approval_id",
+            "decisions", *stored_columns(Decision),
             indexes=(
                 ("agent_instance_id", "action_kind", "outcome"), ("account_id", "decided_at"),
             ),
             index_each=False,
         ),
         _t(
-            "approvals", "agent_instance_id", "agent_id", "status", "digest", "expires_at",
-            "resolved_at",
+            "approvals", *stored_columns(Approval),
             indexes=(
                 ("account_id", "status", "expires_at"), ("agent_instance_id", "digest", "status"),
             ),

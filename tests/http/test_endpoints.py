@@ -17,7 +17,9 @@ import pytest
 from governance_core.bulk import BULK
 from governance_core.operations import default_registry
 from governance_core.service import Bootstrap, Governance
+from governance_http.openapi import schema_name
 from governance_http.routes import Route, served_routes
+from governance_http.schemas import RESOURCE_FIELDS
 from tests.http.support import Api, assert_error, success_schema
 from tests.http.world import RULESET, World, build_world, register_body
 
@@ -208,6 +210,17 @@ def test_every_route_succeeds_with_its_documented_shape(
     assert result.status_code == 200, result.text
     document = client.simulate_get("/api/v1/openapi.json").json
     jsonschema.validate(result.json, success_schema(document, route))
+    # Nor does it show a field its resource's model does not describe.
+    jsonschema.validate(result.json, success_schema(closed(document), route))
+
+
+def closed(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with each resource's details schema refusing fields it does not name."""
+    schemas = dict(document["components"]["schemas"])
+    for kind in RESOURCE_FIELDS:
+        name = schema_name(kind)
+        schemas[name] = {**schemas[name], "additionalProperties": False}
+    return {**document, "components": {**document["components"], "schemas": schemas}}
 
 
 AUTHENTICATED = [
