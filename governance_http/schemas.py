@@ -34,6 +34,7 @@ from governance_core.fields import SAFE_INTEGER
 from governance_core.models import RESOURCE_MODELS
 from governance_core.models.description import (
     description_of,
+    sensitive_fields,
     server_managed_fields,
     view_notations,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "NONBLANK_PATTERN",
     "PFID_PATTERN",
     "RESOURCE_FIELDS",
+    "SENSITIVE",
     "SERVER_MANAGED",
     "error_schema",
     "field_schema",
@@ -78,6 +80,16 @@ SERVER_MANAGED: dict[str, frozenset[str]] = {
 }
 """The fields of each resource ``type`` a request body can never set (decisions, section 1):
 ``readOnly`` in its schema."""
+
+SENSITIVE: dict[str, tuple[str, ...]] = {
+    description_of(model).kind: sensitive_fields(model) for model in RESOURCE_MODELS
+}
+"""The payloads of each resource ``type`` that may hold sensitive values."""
+
+_SENSITIVE_NOTE = (
+    "May hold sensitive values: sent marked with sensitive encoding, they are kept apart and"
+    " shown only to a read that asks for them unredacted and may reveal them."
+)
 
 ERROR_CODES = (
     "bad_request", "bad_authtoken", "not_authenticated", "not_permitted", "not_implemented",
@@ -127,19 +139,23 @@ def resource_schema(kind: str, *, summary: bool = False) -> dict[str, Any]:
     required = ["id", "type"] if summary else [
         name for name, notation in fields.items() if not notation.startswith("~")
     ] + ["type"]
-    managed = SERVER_MANAGED[kind]
     return {
         "type": "object",
         "properties": {
-            **{
-                name: {**field_schema(notation), "readOnly": True} if name in managed
-                else field_schema(notation)
-                for name, notation in fields.items()
-            },
+            **{name: _described_field(kind, name, notation) for name, notation in fields.items()},
             "type": {"const": kind},
         },
         "required": required,
     }
+
+
+def _described_field(kind: str, name: str, notation: str) -> dict[str, Any]:
+    schema = field_schema(notation)
+    if name in SERVER_MANAGED[kind]:
+        schema["readOnly"] = True
+    if name in SENSITIVE[kind]:
+        schema["description"] = _SENSITIVE_NOTE
+    return schema
 
 
 def error_schema(ref: str) -> dict[str, Any]:

@@ -233,8 +233,10 @@ class AgentSpan:
     started_at: datetime = attrs.field(metadata=described(column=True))
     inserted_at: datetime = attrs.field(metadata=described(managed=True))
     updated_at: datetime = attrs.field(metadata=described(managed=True))
-    payload: dict[str, Any] = attrs.field(factory=dict)
-    result_payload: dict[str, Any] | None = None
+    payload: dict[str, Any] = attrs.field(factory=dict, metadata=described(sensitive=True))
+    result_payload: dict[str, Any] | None = attrs.field(
+        default=None, metadata=described(sensitive=True)
+    )
     parent_span_id: str | None = attrs.field(default=None, metadata=described(column=True))
     finished_at: datetime | None = attrs.field(default=None, metadata=described(column=True))
     sensitive_encoding: bool = False
@@ -269,7 +271,7 @@ class Alert:
     inserted_at: datetime = attrs.field(metadata=described(managed=True))
     updated_at: datetime = attrs.field(metadata=described(managed=True))
     version: int = attrs.field(default=1, metadata=described(managed=True))
-    payload: dict[str, Any] = attrs.field(factory=dict)
+    payload: dict[str, Any] = attrs.field(factory=dict, metadata=described(sensitive=True))
     payload_sensitive_encoding: bool = False
     summary: str | None = None
     cleared_at: datetime | None = attrs.field(default=None, metadata=described(column=True))

@@ -10,6 +10,8 @@ described once, where it is declared, and the rest follows from that description
   notation, read from its Python type unless the field names one (an enum's values, a map);
 - **the stored columns** (:func:`stored_columns`): the fields declared ``column=True``, which
   every adapter can filter and sort on, typed from the Python type;
+- **the payloads that may hold sensitive values** (:func:`sensitive_fields`), which a
+  redacted read withholds and the OpenAPI document says so of;
 - **what a request can never set** (:func:`server_managed_fields`): the fields declared
   ``managed=True`` and every value computed on read.
 
@@ -39,6 +41,7 @@ __all__ = [
     "enum",
     "hidden_fields",
     "resource",
+    "sensitive_fields",
     "server_managed_fields",
     "stored_columns",
     "view_notations",
@@ -51,6 +54,7 @@ _NOTATION = "notation"
 _COLUMN = "column"
 _SHOWN = "shown"
 _MANAGED = "managed"
+_SENSITIVE = "sensitive"
 _DESCRIPTION = "__resource_description__"
 
 
@@ -82,14 +86,20 @@ def described(
     column: bool = False,
     shown: bool = True,
     managed: bool = False,
+    sensitive: bool = False,
 ) -> dict[str, Any]:
     """The ``metadata`` of a model field that describes it (``attrs.field(metadata=...)``).
 
     ``notation``: its JSON's notation when its type does not say it (an enum, a map);
     ``column``: stored as a column (filterable, sortable); ``shown=False``: kept from views;
-    ``managed``: set by the server only.
+    ``managed``: set by the server only; ``sensitive``: a payload whose marked values are
+    kept apart when the record is written with sensitive encoding, and put back only for a
+    read that may reveal them.
     """
-    return {_NOTATION: notation, _COLUMN: column, _SHOWN: shown, _MANAGED: managed}
+    return {
+        _NOTATION: notation, _COLUMN: column, _SHOWN: shown, _MANAGED: managed,
+        _SENSITIVE: sensitive,
+    }
 
 
 def enum(*values: str, nullable: bool = False) -> str:
@@ -183,3 +193,9 @@ def server_managed_fields(cls: type) -> frozenset[str]:
     """What a request can never set on ``cls``: managed fields and values computed on read."""
     managed = {field.name for field in attrs.fields(cls) if field.metadata.get(_MANAGED)}
     return frozenset(managed | set(description_of(cls).computed))
+
+
+@functools.cache
+def sensitive_fields(cls: type) -> tuple[str, ...]:
+    """The payloads of ``cls`` whose marked values are kept apart (``sensitive=True``)."""
+    return tuple(field.name for field in attrs.fields(cls) if field.metadata.get(_SENSITIVE))

@@ -40,6 +40,7 @@ from governance_core.envelopes import details_envelope, ready_envelope
 from governance_core.errors import NotFound
 from governance_core.fields import Fields
 from governance_core.models.agents import SPAN_PURPOSES, SPAN_STATUSES, AgentSpan
+from governance_core.models.description import sensitive_fields
 from governance_core.operations.common import (
     equality_filters,
     list_response,
@@ -134,9 +135,9 @@ def span_details(
         summary=record.get("summary") if view.include_summary else None,
     )
     if details["sensitive_encoding"] and not view.redacted:
-        details.update(reveal(ctx, details["id"], {
-            "payload": details["payload"], "result_payload": details["result_payload"],
-        }))
+        details.update(reveal(
+            ctx, details["id"], {name: details[name] for name in sensitive_fields(AgentSpan)}
+        ))
     if view.include_risk:
         ruleset = (rulesets or Rulesets(ctx)).for_agent(details["agent_id"])
         details.update(json_ready(span_risk_fields(span_type, ruleset)))

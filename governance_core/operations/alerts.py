@@ -32,6 +32,7 @@ from governance_core.envelopes import details_envelope, success
 from governance_core.errors import AlertUnknown, InvalidValue, NotFound
 from governance_core.fields import Fields
 from governance_core.models.agents import ALERT_SEVERITIES, Alert
+from governance_core.models.description import sensitive_fields
 from governance_core.operations.common import (
     equality_filters,
     list_response,
@@ -205,7 +206,9 @@ def show_alert(ctx: Context, fields: Fields) -> dict[str, Any]:
     fields.done()
     details = alert_details(alert)
     if alert.payload_sensitive_encoding and may_reveal(ctx, redacted):
-        details.update(reveal(ctx, alert.id, {"payload": alert.payload}))
+        details.update(reveal(
+            ctx, alert.id, {name: details[name] for name in sensitive_fields(Alert)}
+        ))
     return details_envelope(details)
 
 

@@ -7,13 +7,14 @@ from datetime import datetime
 import attrs
 
 from governance_core.models import RESOURCE_MODELS
-from governance_core.models.agents import AgentSpan
+from governance_core.models.agents import AgentSpan, Alert
 from governance_core.models.description import (
     described,
     description_of,
     enum,
     hidden_fields,
     resource,
+    sensitive_fields,
     server_managed_fields,
     stored_columns,
     view_notations,
@@ -77,3 +78,9 @@ def test_values_computed_on_read_do_not_shadow_a_field() -> None:
         fields = {field.name for field in attrs.fields(model)}
         assert not fields & set(description_of(model).computed), model
         assert hidden_fields(model) <= fields, model
+
+
+def test_the_payloads_that_may_hold_sensitive_values_are_declared() -> None:
+    assert sensitive_fields(AgentSpan) == ("payload", "result_payload")
+    assert sensitive_fields(Alert) == ("payload",)
+    assert sensitive_fields(Sample) == ()
