@@ -6,8 +6,8 @@ A create stores the activity span, moves its run through
 (:func:`governance_core.domain.risk.raise_if_critical`). A finish moves the span through
 :data:`governance_core.rules.states.SPAN` and the run's aggregates with it. The handlers in
 :mod:`governance_core.operations.agent_spans` parse requests into :class:`NewSpan` and
-:class:`SpanFinish`; the two reads they make while checking a create's ids
-(:func:`stored_parent`, :func:`parent_to_come`, :func:`named_by_another_run`) live here too.
+:class:`SpanFinish` and make one call here: a create's checks against the store (its run, its
+parent, its own id) are made by :func:`create_span`, before it writes.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from governance_core.domain.runs import (
     SPAN_TYPES,
     PreparedChecks,
     cancelled_by_termination,
+    in_reach,
     prepared_span_type,
     record_span_and_agent,
     remember_schema_version,
@@ -34,7 +35,8 @@ from governance_core.domain.runs import (
     span_checks,
 )
 from governance_core.domain.sensitive_values import keep_values
-from governance_core.domain.supplied_ids import id_holder
+from governance_core.domain.supplied_ids import claim_id, id_holder, resolve_reference
+from governance_core.errors import FieldErrors, NotFound
 from governance_core.ids import extract_partition
 from governance_core.models.agents import AgentSpan
 from governance_core.repository import Filter, Record
@@ -57,16 +59,19 @@ __all__ = [
 
 @attrs.frozen
 class NewSpan:
-    """A span create, parsed and checked: what :func:`create_span` stores.
+    """A span create as its operation parsed it, not yet checked against the store.
 
-    ``payload`` and ``result_payload`` are the stored forms (sensitive values split out into
-    ``kept``, by member name). ``prepared`` holds their checks when they were made before the
-    transaction (:func:`governance_core.domain.runs.prepare_checks`).
+    ``instance_id``, ``schema_name``: None when the request's member was missing or bad (its
+    error is already in the request's errors). ``id``: the id asked for (None: one is made);
+    ``status`` and ``finished_at`` as they will be stored. ``payload`` and ``result_payload``
+    are the stored forms (sensitive values split out into ``kept``, by member name);
+    ``prepared`` holds their checks when they were made before the transaction
+    (:func:`governance_core.domain.runs.prepare_checks`).
     """
 
-    instance: Record
-    id: str
-    schema_name: str
+    instance_id: str | None
+    id: str | None
+    schema_name: str | None
     status: str
     started_at: datetime
     finished_at: datetime | None
@@ -93,28 +98,60 @@ class SpanWrite:
     span_type: dict[str, Any] | None
 
 
-def create_span(ctx: Context, new: NewSpan) -> SpanWrite:
-    """Store a new activity span and everything it moves, and raise ``risk_critical`` if due.
+def create_span(ctx: Context, new: NewSpan, errors: FieldErrors) -> SpanWrite:
+    """Check a span create against the store, then store it and everything it moves.
+
+    What the create names must exist: its run (in the caller's reach, else ``not_found``),
+    its parent (stored, of the same run, or still to come) and, for an id of its own, no span
+    of another run may name that id as its parent to come. Each problem is a field error,
+    raised with those already in ``errors`` (the request's own); an id already taken is
+    ``conflict``, once the request is otherwise valid.
+    """
+    instance = resolve_reference(
+        ctx, errors, "agent_instance_id", "agent_instance", new.instance_id
+    )
+    if instance is not None and not in_reach(ctx, instance):
+        raise NotFound("agent_instance not found")
+    parent_id = new.parent_span_id
+    parent = stored_parent(ctx, parent_id)
+    if parent is None and parent_id is not None and not parent_to_come(ctx, parent_id):
+        resolve_reference(ctx, errors, "parent_span_id", "agent_span", parent_id)  # the error
+    if parent is not None and instance is not None and (
+        parent["agent_instance_id"] != instance["id"]
+    ):
+        errors.invalid("parent_span_id", "parent_span_id must name a span of the same run")
+    if new.id is not None and instance is not None and named_by_another_run(
+        ctx, new.id, instance["id"]
+    ):
+        errors.invalid("id", "spans of another run already name this id as their parent")
+    errors.raise_if_any()
+    assert instance is not None and new.schema_name is not None
+    return _store_span(ctx, new, instance, new.schema_name, claim_id(ctx, new.id))
+
+
+def _store_span(
+    ctx: Context, new: NewSpan, instance: Record, schema_name: str, span_id: str
+) -> SpanWrite:
+    """Store a checked span create and everything it moves, and raise ``risk_critical`` if due.
 
     See :mod:`governance_core.domain.runs` for what a span write moves, and
     :func:`governance_core.domain.risk.raise_if_critical` for the alert.
     """
-    instance = new.instance
     schema_version = run_schema_version(ctx, instance)
-    span_type = prepared_span_type(ctx, schema_version, new.schema_name)
+    span_type = prepared_span_type(ctx, schema_version, schema_name)
     entry = None if span_type is None else span_type.entry
     remember_schema_version(ctx, instance)
     checks = None if new.prepared is None else new.prepared.for_run(
-        instance, SPAN_TYPES, new.schema_name
+        instance, SPAN_TYPES, schema_name
     )
     if checks is None:
         # Not prepared, or for another schema version than the run's: checked here.
         checks = span_checks(span_type, new.payload, new.result_payload)
     span = AgentSpan(
-        id=new.id, account_id=instance["account_id"], agent_id=instance["agent_id"],
+        id=span_id, account_id=instance["account_id"], agent_id=instance["agent_id"],
         agent_instance_id=instance["id"], parent_span_id=new.parent_span_id,
-        schema_name=new.schema_name,
-        schema_title=(entry or {}).get("title") or new.schema_name, status=new.status,
+        schema_name=schema_name,
+        schema_title=(entry or {}).get("title") or schema_name, status=new.status,
         purpose=ACTIVITY, started_at=new.started_at, finished_at=new.finished_at,
         inserted_at=ctx.now, updated_at=ctx.now, payload=new.payload,
         result_payload=new.result_payload, sensitive_encoding=new.sensitive_encoding,

@@ -9,12 +9,12 @@ id is taken, and by what kind of resource, is one read of the store's ``ids`` ta
 from __future__ import annotations
 
 from governance_core.context import Context
-from governance_core.errors import Conflict
+from governance_core.errors import Conflict, FieldErrors, InvalidValue, UnexpectedRefType
 from governance_core.fields import Fields
 from governance_core.ids import extract_partition
 from governance_core.repository import Record
 
-__all__ = ["claim_id", "id_holder", "read_supplied_id"]
+__all__ = ["claim_id", "id_holder", "read_supplied_id", "resolve_reference"]
 
 
 def read_supplied_id(ctx: Context, fields: Fields, name: str = "id") -> str | None:
@@ -48,3 +48,25 @@ def claim_id(ctx: Context, requested: str | None) -> str:
     if id_holder(ctx, requested) is not None:
         raise Conflict(f"the id {requested} is already in use")
     return requested
+
+
+def resolve_reference(
+    ctx: Context, errors: FieldErrors, name: str, kind: str, value: str | None
+) -> Record | None:
+    """The caller's ``kind`` record the member ``name`` refers to, or an error on that member.
+
+    A missing id is ``invalid_value``; an id of another kind of resource in the caller's
+    account is ``unexpected_ref_type`` (looked up, in the store's ``ids``, only on this error
+    path). None when ``value`` is None (a member not sent, or already reported).
+    """
+    if value is None:
+        return None
+    record = ctx.tables.of_kind(kind).get(value)
+    if record is not None and record.get("account_id") == ctx.account_id:
+        return record
+    holder = id_holder(ctx, value)
+    if holder is not None and holder["kind"] != kind and holder["account_id"] == ctx.account_id:
+        errors.add(name, UnexpectedRefType(f"{name} must refer to a {kind}"))
+        return None
+    errors.add(name, InvalidValue(f"{name} does not name an existing {kind}"))
+    return None

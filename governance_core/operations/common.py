@@ -9,7 +9,7 @@ from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.converter import from_record, to_record
 from governance_core.domain.runs import in_reach
-from governance_core.domain.supplied_ids import id_holder
+from governance_core.domain.supplied_ids import resolve_reference
 from governance_core.envelopes import list_envelope
 from governance_core.errors import InvalidValue, NotFound, UnexpectedRefType
 from governance_core.fields import Fields
@@ -69,21 +69,9 @@ def resolve_ref(
 ) -> Record | None:
     """The record a body member refers to, or an error on that member.
 
-    A missing id is ``invalid_value``; an id of another kind of resource in the caller's
-    account is ``unexpected_ref_type`` (looked up, in the store's ``ids``, only on this error
-    path).
+    See :func:`~governance_core.domain.supplied_ids.resolve_reference`.
     """
-    if value is None:
-        return None
-    record = ctx.tables.of_kind(kind).get(value)
-    if record is not None and record.get("account_id") == ctx.account_id:
-        return record
-    holder = id_holder(ctx, value)
-    if holder is not None and holder["kind"] != kind and holder["account_id"] == ctx.account_id:
-        fields.wrong_kind(name, kind)
-        return None
-    fields.errors.add(name, InvalidValue(f"{name} does not name an existing {kind}"))
-    return None
+    return resolve_reference(ctx, fields.errors, name, kind, value)
 
 
 def ref_error(ctx: Context, name: str, kind: str, value: str) -> InvalidValue | UnexpectedRefType:
