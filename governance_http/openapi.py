@@ -19,6 +19,14 @@ from typing import Any
 
 from governance_core.bulk import BULK, MAX_ITEMS
 from governance_core.idempotency import KEY_MAX, KEY_MIN
+from governance_core.models.accounts import ACCOUNT_PURPOSES, ENVIRONMENT_PURPOSES, TOKEN_SCOPES
+from governance_core.models.agents import ALERT_SEVERITIES, RUN_PURPOSES
+from governance_core.models.description import enum
+from governance_core.models.notifications import (
+    BODY_FORMATS,
+    DESTINATION_STATUSES,
+    MONITOR_STATUSES,
+)
 from governance_core.models.policies import APPROVAL_STATUSES, OUTCOMES
 from governance_core.models.policies import MODES as POLICY_MODES
 from governance_core.notifications import NOTIFICATION_KINDS
@@ -33,6 +41,7 @@ from governance_core.policies.backtest import BACKTEST_MODES
 from governance_core.policies.schema import KIND_ACTIONS
 from governance_core.registry import Operation
 from governance_core.repository import KIND_TABLES
+from governance_core.rules.states import FINISH_STATUSES, SPAN_CREATE_STATES
 from governance_http.routes import JSON_LINES_EXPORT, PREFIX, RUN_EXPORT, Route
 from governance_http.schemas import (
     NONBLANK_PATTERN,
@@ -89,7 +98,7 @@ is a resource ``type`` (a reference to its schema) or a field notation."""
 _AGENT_REFERENCES: dict[str, str | dict[str, Any]] = {
     "owner_person_id": "id?", "risk_profile_id": "id?", "team_id": "id?",
 }
-_FINISH = "enum:complete,failed,cancelled?"
+_FINISH = enum(*FINISH_STATUSES, nullable=True)
 _TIMED: dict[str, str | dict[str, Any]] = {"timestamp": "ts?"}
 _LEGACY_MAP = {
     "type": ["object", "null"], "propertyNames": {"pattern": NONBLANK_PATTERN, "maxLength": 200},
@@ -135,7 +144,7 @@ _DECIDE_ACTION: dict[str, Any] = {
 }
 REQUEST_MEMBERS: dict[str, dict[str, str | dict[str, Any]]] = {
     "accounts/update": {
-        "name": "line:200", "purpose": "enum:business,personal,nonprofit,education,government",
+        "name": "line:200", "purpose": enum(*ACCOUNT_PURPOSES),
         "organisation_name": "text:200?", "website": "text:2000?", "promo_code": "text:100?",
     },
     "admin_users/update": {"name": "line:200", "job_title": "text:200?",
@@ -143,7 +152,7 @@ REQUEST_MEMBERS: dict[str, dict[str, str | dict[str, Any]]] = {
     "admin_user_invites/create": {"email": "!email", "account_id": "id?"},
     "admin_user_invites/accept": {"token": "!line:1000", "name": "text:200?"},
     "api_tokens/create": {
-        "token_scope": "enum:account,agent_deployment", "agent_id": "id?",
+        "token_scope": enum(*TOKEN_SCOPES), "agent_id": "id?",
         "environment_id": "id?", "expires_at": "ts?", "description": "text:1000?",
     },
     "people/create": {"id": "id?", "name": "!line:200", "email": "!email", "title": "text:200?",
@@ -153,11 +162,11 @@ REQUEST_MEMBERS: dict[str, dict[str, str | dict[str, Any]]] = {
     "teams/create": {"name": "!line:200"},
     "teams/update": {"name": "line:200"},
     "environments/create": {
-        "name": "!line:200", "purpose": "enum:production,staging,development,testing,other?",
+        "name": "!line:200", "purpose": enum(*ENVIRONMENT_PURPOSES, nullable=True),
         "external_identifier": "text:500?", "description": "text:10000?",
     },
     "environments/update": {
-        "name": "line:200", "purpose": "enum:production,staging,development,testing,other",
+        "name": "line:200", "purpose": enum(*ENVIRONMENT_PURPOSES),
         "external_identifier": "text:500?", "description": "text:10000?",
     },
     "risk_profiles/create": {"name": "!line:200", "description": "text:10000?",
@@ -173,7 +182,7 @@ REQUEST_MEMBERS: dict[str, dict[str, str | dict[str, Any]]] = {
     "agent_deployments/update": {"current_version_id": "id?"},
     "agent_instances/register": {
         "id": "id?", "agent_id": "!id", "environment_id": "id?",
-        "purpose": "enum:live,smoke_test,eval?", "external_identifier": "text:200?",
+        "purpose": enum(*RUN_PURPOSES, nullable=True), "external_identifier": "text:200?",
         "update_current_version": "bool?", "agent_version": _AGENT_VERSION,
         "agent_schema_version": _SCHEMA_VERSION,
     },
@@ -185,7 +194,7 @@ REQUEST_MEMBERS: dict[str, dict[str, str | dict[str, Any]]] = {
                                        "sensitive_encoding": "bool?"},
     "agent_spans/create": {
         "id": "id?", "agent_instance_id": "!id", "parent_span_id": "id?",
-        "schema_name": "!line:200", "status": "!enum:pending,active,complete,failed,cancelled",
+        "schema_name": "!line:200", "status": "!" + enum(*SPAN_CREATE_STATES),
         "purpose": "enum:activity?", "payload": "obj?", "result_payload": "obj?",
         "sensitive_encoding": "bool?", "started_at": "ts?", "finished_at": "ts?",
     },
@@ -193,33 +202,33 @@ REQUEST_MEMBERS: dict[str, dict[str, str | dict[str, Any]]] = {
                            "sensitive_encoding": "bool?", **_TIMED},
     "alerts/raise": {
         "agent_instance_id": "!id", "name": "!line:200",
-        "severity": "!enum:critical,error,warning,info", "payload": "obj?", "raised_at": "ts?",
+        "severity": "!" + enum(*ALERT_SEVERITIES), "payload": "obj?", "raised_at": "ts?",
         "payload_sensitive_encoding": "bool?",
     },
     "alerts/clear": {"agent_instance_id": "!nonblank", "name": "text:200?"},
     "monitors/create": {
         "name": "!line:150", "metric": "!enum:" + ",".join(METRICS),
         "comparison": "enum:" + ",".join(COMPARISONS), "window_seconds": "!int:60..7776000",
-        "evaluate_every_seconds": "int:10..86400", "status": "enum:active,paused",
+        "evaluate_every_seconds": "int:10..86400", "status": enum(*MONITOR_STATUSES),
         "hysteresis": "num:0..?", "agent_id": "id?", "environment_id": "id?", "warning": "num?",
         "critical": "num?", "description": "text:2000?",
     },
     "monitors/update": {
         "name": "line:150", "metric": "enum:" + ",".join(METRICS),
         "comparison": "enum:" + ",".join(COMPARISONS), "window_seconds": "int:60..7776000",
-        "evaluate_every_seconds": "int:10..86400", "status": "enum:active,paused",
+        "evaluate_every_seconds": "int:10..86400", "status": enum(*MONITOR_STATUSES),
         "hysteresis": "num:0..?", "agent_id": "id?", "environment_id": "id?", "warning": "num?",
         "critical": "num?", "description": "text:2000?",
     },
     "monitors/evaluate": {"monitor_id": "id?"},
     "destinations/create": {
-        "name": "!line:200", "url": "!line:2000", "body_format": "enum:standard,slack?",
+        "name": "!line:200", "url": "!line:2000", "body_format": enum(*BODY_FORMATS, nullable=True),
         "event_types": "list:enum:" + ",".join(EVENT_TYPES) + "?",
         "description": "text:2000?",
     },
     "destinations/update": {
-        "name": "line:200", "url": "line:2000", "body_format": "enum:standard,slack",
-        "status": "enum:active,disabled", "event_types": "list:enum:" + ",".join(EVENT_TYPES)
+        "name": "line:200", "url": "line:2000", "body_format": enum(*BODY_FORMATS),
+        "status": enum(*DESTINATION_STATUSES), "event_types": "list:enum:" + ",".join(EVENT_TYPES)
         + "?", "description": "text:2000?",
     },
     "destinations/rotate_secret": {"grace_seconds": "int:0..604800?"},

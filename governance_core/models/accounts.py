@@ -11,6 +11,7 @@ from governance_core.models.description import described, enum, resource
 from governance_core.rules.states import TOKEN, states
 
 __all__ = [
+    "ENVIRONMENT_PURPOSES",
     "TOKEN_SCOPES",
     "ACCOUNT_PURPOSES",
     "Account",
@@ -26,6 +27,9 @@ __all__ = [
 
 ACCOUNT_PURPOSES = ("business", "personal", "nonprofit", "education", "government")
 """What an account is for."""
+
+ENVIRONMENT_PURPOSES = ("production", "staging", "development", "testing", "other")
+"""What an environment is for."""
 
 TOKEN_SCOPES = ("account", "agent_deployment")
 """What an API token reaches: its whole account, or one agent deployment's runs."""
@@ -119,7 +123,9 @@ class Environment:
     id: str
     account_id: str = attrs.field(metadata=described(managed=True))
     name: str = attrs.field(metadata=described(column=True))
-    purpose: str = attrs.field(metadata=described(column=True))
+    purpose: str = attrs.field(
+        metadata=described(notation=enum(*ENVIRONMENT_PURPOSES), column=True)
+    )
     inserted_at: datetime = attrs.field(metadata=described(managed=True))
     updated_at: datetime = attrs.field(metadata=described(managed=True))
     external_identifier: str | None = attrs.field(default=None, metadata=described(column=True))

@@ -11,7 +11,7 @@ from governance_core.converter import from_record
 from governance_core.envelopes import details_envelope
 from governance_core.errors import Conflict
 from governance_core.fields import Fields
-from governance_core.models.accounts import Environment
+from governance_core.models.accounts import ENVIRONMENT_PURPOSES, Environment
 from governance_core.operations.accounts import require_own_account
 from governance_core.operations.common import list_response, load, save, tenant
 from governance_core.registry import operation
@@ -20,7 +20,7 @@ from governance_core.views import view_of
 
 __all__ = ["DEFAULT_PURPOSE", "PURPOSES", "environment_details"]
 
-PURPOSES = ("production", "staging", "development", "testing", "other")
+PURPOSES = ENVIRONMENT_PURPOSES
 DEFAULT_PURPOSE = "other"
 SORTABLE = ("id", "name", "purpose", "external_identifier", "inserted_at")
 
