@@ -35,6 +35,7 @@ from typing import Any, Literal, TypeVar
 import attrs
 
 __all__ = [
+    "ColumnType",
     "ResourceDescription",
     "described",
     "description_of",
@@ -47,8 +48,9 @@ __all__ = [
     "view_notations",
 ]
 
-ModelT = TypeVar("ModelT", bound=type)
+_ModelT = TypeVar("_ModelT", bound=type)
 ColumnType = Literal["text", "integer", "real"]
+"""What a declared field holds: text, a 64-bit integer (booleans too) or a float."""
 
 _NOTATION = "notation"
 _COLUMN = "column"
@@ -70,10 +72,10 @@ class ResourceDescription:
     computed: Mapping[str, str]
 
 
-def resource(kind: str, **computed: str) -> Callable[[ModelT], ModelT]:
+def resource(kind: str, **computed: str) -> Callable[[_ModelT], _ModelT]:
     """Mark an attrs model as the resource ``kind``; ``computed`` names its values made on read."""
 
-    def mark(cls: ModelT) -> ModelT:
+    def mark(cls: _ModelT) -> _ModelT:
         setattr(cls, _DESCRIPTION, ResourceDescription(kind, dict(computed)))
         return cls
 

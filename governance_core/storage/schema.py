@@ -10,39 +10,10 @@ stale.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import attrs
 
-from governance_core.models.accounts import (
-    Account,
-    AdminUser,
-    AdminUserInvite,
-    ApiToken,
-    Environment,
-    Person,
-    RiskProfile,
-    Team,
-    TeamMembership,
-)
-from governance_core.models.agents import (
-    Agent,
-    AgentDeployment,
-    AgentInstance,
-    AgentSchemaVersion,
-    AgentSpan,
-    AgentVersion,
-    Alert,
-)
-from governance_core.models.description import stored_columns
-from governance_core.models.notifications import (
-    Delivery,
-    DeliveryAttempt,
-    Destination,
-    Monitor,
-    NotificationEvent,
-)
-from governance_core.models.policies import Approval, Decision, Policy
+from governance_core.models import accounts, agents, notifications, policies
+from governance_core.models.description import ColumnType, stored_columns
 
 __all__ = [
     "IDS",
@@ -56,8 +27,6 @@ __all__ = [
     "kinded_tables",
 ]
 
-ColumnType = Literal["text", "integer", "real"]
-"""What a declared field holds: text, a 64-bit integer (booleans too) or a float."""
 
 
 @attrs.frozen
@@ -198,17 +167,17 @@ _KINDS = {
 TABLES: dict[str, Table] = {
     table.name: attrs.evolve(table, kind=_KINDS.get(table.name))
     for table in (
-        _t("accounts", *stored_columns(Account), marked=True),
-        _t("admin_users", *stored_columns(AdminUser)),
-        _t("admin_user_invites", *stored_columns(AdminUserInvite)),
-        _t("api_tokens", *stored_columns(ApiToken), marked=True),
-        _t("people", *stored_columns(Person)),
-        _t("teams", *stored_columns(Team)),
-        _t("team_memberships", *stored_columns(TeamMembership)),
-        _t("environments", *stored_columns(Environment)),
-        _t("risk_profiles", *stored_columns(RiskProfile)),
+        _t("accounts", *stored_columns(accounts.Account), marked=True),
+        _t("admin_users", *stored_columns(accounts.AdminUser)),
+        _t("admin_user_invites", *stored_columns(accounts.AdminUserInvite)),
+        _t("api_tokens", *stored_columns(accounts.ApiToken), marked=True),
+        _t("people", *stored_columns(accounts.Person)),
+        _t("teams", *stored_columns(accounts.Team)),
+        _t("team_memberships", *stored_columns(accounts.TeamMembership)),
+        _t("environments", *stored_columns(accounts.Environment)),
+        _t("risk_profiles", *stored_columns(accounts.RiskProfile)),
         _t(
-            "agents", *stored_columns(Agent),
+            "agents", *stored_columns(agents.Agent),
             # Every span that moves its run's last activity rewrites the agent: an index on
             # last_activity_span_at (or on every field) would be rewritten with it.
             indexes=(
@@ -217,11 +186,11 @@ TABLES: dict[str, Table] = {
             ),
             index_each=False,
         ),
-        _t("agent_versions", *stored_columns(AgentVersion)),
-        _t("agent_schema_versions", *stored_columns(AgentSchemaVersion)),
-        _t("agent_deployments", *stored_columns(AgentDeployment)),
+        _t("agent_versions", *stored_columns(agents.AgentVersion)),
+        _t("agent_schema_versions", *stored_columns(agents.AgentSchemaVersion)),
+        _t("agent_deployments", *stored_columns(agents.AgentDeployment)),
         _t(
-            "agent_instances", *stored_columns(AgentInstance),
+            "agent_instances", *stored_columns(agents.AgentInstance),
             # risk_level and total_cost are kept on span writes for the console's figures over
             # many runs: its counts and plots read the started_at range of the first index
             # below alone (it holds every field they group and sum, so no row is read: a third
@@ -263,7 +232,7 @@ TABLES: dict[str, Table] = {
             index_each=False,
         ),
         _t(
-            "agent_spans", *stored_columns(AgentSpan),
+            "agent_spans", *stored_columns(agents.AgentSpan),
             # The last serves a run's spans of one status (the console's "failed spans") in
             # time order, and counts a run's spans (status in every status) from the index
             # alone. It leads with the status so that SQLite never takes it for a query of
@@ -284,7 +253,7 @@ TABLES: dict[str, Table] = {
             ),
         ),
         _t(
-            "alerts", *stored_columns(Alert),
+            "alerts", *stored_columns(agents.Alert),
             indexes=(("agent_instance_id", "name"),),
         ),
         # A run's token usage and cost per model, kept where its usage moves, so that the
@@ -307,14 +276,14 @@ TABLES: dict[str, Table] = {
         _t("sensitive_reveals", "owner_id", "token_id"),
         # Notifications: the outbox (events and their deliveries), its log, monitors, and
         # the lease that keeps one sender per database.
-        _t("destinations", *stored_columns(Destination)),
-        _t("notification_events", *stored_columns(NotificationEvent)),
+        _t("destinations", *stored_columns(notifications.Destination)),
+        _t("notification_events", *stored_columns(notifications.NotificationEvent)),
         _t(
-            "deliveries", *stored_columns(Delivery),
+            "deliveries", *stored_columns(notifications.Delivery),
             indexes=(("destination_id", "status"),),
         ),
-        _t("delivery_attempts", *stored_columns(DeliveryAttempt)),
-        _t("monitors", *stored_columns(Monitor)
+        _t("delivery_attempts", *stored_columns(notifications.DeliveryAttempt)),
+        _t("monitors", *stored_columns(notifications.Monitor)
         ),
         _t("sender_leases", "holder", "expires_at"),
         # Runtime governance (governance_core.policies): policies, the decisions taken
@@ -325,18 +294,18 @@ TABLES: dict[str, Table] = {
         # approval names its decision), so no index holds it: each one is one more B-tree
         # page every decision writes.
         _t(
-            "policies", *stored_columns(Policy),
+            "policies", *stored_columns(policies.Policy),
             indexes=(("account_id", "version"),),
         ),
         _t(
-            "decisions", *stored_columns(Decision),
+            "decisions", *stored_columns(policies.Decision),
             indexes=(
                 ("agent_instance_id", "action_kind", "outcome"), ("account_id", "decided_at"),
             ),
             index_each=False,
         ),
         _t(
-            "approvals", *stored_columns(Approval),
+            "approvals", *stored_columns(policies.Approval),
             indexes=(
                 ("account_id", "status", "expires_at"), ("agent_instance_id", "digest", "status"),
             ),
