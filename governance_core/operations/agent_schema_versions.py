@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from governance_core.context import Context
-from governance_core.envelopes import details_envelope
+from governance_core.envelopes import ready_envelope
 from governance_core.fields import Fields
 from governance_core.models.agents import AgentSchemaVersion
 from governance_core.operations.common import (
@@ -115,4 +115,5 @@ def show_schema_version(ctx: Context, fields: Fields) -> dict[str, Any]:
     record = load_record(
         ctx, ctx.tables.agent_schema_versions, fields.raw("agent_schema_version_id")
     )
-    return details_envelope(schema_version_details(ctx, record))
+    # A view of the stored record: JSON already, so its schemas are not walked again.
+    return ready_envelope(schema_version_details(ctx, record))

@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from governance_core.domain.runs import keep_run_parties, run_by_external_id, set_quality
+from governance_core.domain.runs import (
+    SPAN_TYPES,
+    keep_run_parties,
+    run_by_external_id,
+    run_schema_version,
+    set_quality,
+)
 from governance_core.domain.spans import read_unnamed
 from governance_core.errors import GovernanceError, TemporarilyUnavailable
 from governance_core.fields import Fields
@@ -64,8 +70,8 @@ from governance_core.otel.mapping import (
     timestamp,
 )
 from governance_core.otel.model import Rejection, Span
+from governance_core.repository import Filter, Record, SortKey, tenant_filter
 from governance_core.service import Governance
-from governance_core.storage.protocol import Filter, Record
 
 if TYPE_CHECKING:
     from governance_core.context import Principal
@@ -99,7 +105,6 @@ own, so that no idempotency key sent to ``agent_spans/create`` finds one of them
 # Spans whose stored idempotency records are read in one query.
 _LOOKAHEAD: Final = STEP_SPANS
 
-_PAGE: Final = {"pagination": {"offset": 0, "page_size": 100}}
 _ENVIRONMENT_PURPOSES: Final = {
     "prod": "production", "production": "production", "live": "production",
     "staging": "staging", "stage": "staging", "preprod": "staging",
@@ -438,15 +443,17 @@ class _Recorder:
         return self._version_schemas[key]
 
     def declared_types(self, run: dict[str, Any]) -> frozenset[str]:
-        """The span types the run's schema version declares (read once per export)."""
+        """The span types the run's schema version declares.
+
+        A schema version never changes: it is read once per process (the run is the
+        account's, and so is the schema version it names).
+        """
         schema_version_id = run.get("agent_schema_version_id")
         if not schema_version_id:
             return frozenset()
         if schema_version_id not in self._declared:
-            details = self.read("agent_schema_versions/show", {
-                "agent_schema_version_id": schema_version_id,
-            })["details"]
-            self._declared[schema_version_id] = frozenset(details.get("span_type_schemas") or ())
+            version = run_schema_version(self.governance.context(self.reader), run)
+            self._declared[schema_version_id] = frozenset((version or {}).get(SPAN_TYPES) or ())
         return self._declared[schema_version_id]
 
     def span_id(self, run_id: str, span_id: str, trace_id: str, ids: dict[str, str]) -> str:
@@ -619,10 +626,22 @@ class _Recorder:
                 self._agents[target.agent] = made["details"]["id"]
         return self._agents[target.agent]
 
+    def _first(self, kind: str, field: str, value: str, *also: Filter) -> Record | None:
+        """The account's first ``kind`` resource (by id) whose ``field`` is ``value``.
+
+        One indexed read, where the list operation would also count and shape its page.
+        """
+        ctx = self.governance.context(self.reader)
+        found = ctx.tables.of_kind(kind).query(
+            [tenant_filter(ctx.account_id), *also, Filter(field, "eq", value)],
+            sort=[SortKey("id")], limit=1,
+        )
+        return found[0] if found else None
+
     def _find_agent(self, name: str) -> str | None:
         """The agent whose external identifier is ``name``, if there is one."""
-        found = self.read("agents/list", {**_PAGE, "external_identifier": name})["summaries"]
-        return str(found[0]["id"]) if found else None
+        found = self._first("agent", "external_identifier", name)
+        return None if found is None else str(found["id"])
 
     def version_known(self, agent_id: str, group: TraceGroup) -> bool:
         """Whether the agent already has the version (then its own schemas are kept).
@@ -636,20 +655,12 @@ class _Recorder:
             self._versions_known.add(key)
         return True
 
-    def _find_version(self, agent_id: str, external_identifier: str) -> dict[str, Any] | None:
+    def _find_version(self, agent_id: str, external_identifier: str) -> Record | None:
         """The agent's version ``external_identifier``, if there is one."""
-        offset = 0
-        while True:
-            page = self.read("agent_versions/list", {
-                "agent_id": agent_id, "pagination": {"offset": offset, "page_size": 100},
-            })
-            for version in page["summaries"]:
-                if version["external_identifier"] == external_identifier:
-                    found: dict[str, Any] = version
-                    return found
-            offset = page["pagination"]["next_page_offset"]
-            if offset is None:
-                return None
+        return self._first(
+            "agent_version", "external_identifier", external_identifier,
+            Filter("agent_id", "eq", agent_id),
+        )
 
     def environment_id(self, name: str) -> str:
         """The environment whose external identifier (else name) is ``name``; made if none."""
@@ -663,19 +674,11 @@ class _Recorder:
         return self._environments[name]
 
     def _find_environment(self, name: str) -> str | None:
-        by_name = None
-        offset: int | None = 0
-        while offset is not None:
-            page = self.read("environments/list", {
-                "pagination": {"offset": offset, "page_size": 100},
-            })
-            for environment in page["summaries"]:
-                if environment.get("external_identifier") == name:
-                    return str(environment["id"])
-                if by_name is None and environment.get("name") == name:
-                    by_name = str(environment["id"])
-            offset = page["pagination"]["next_page_offset"]
-        return by_name
+        """The environment whose external identifier is ``name``, else whose name is."""
+        found = self._first("environment", "external_identifier", name) or self._first(
+            "environment", "name", name
+        )
+        return None if found is None else str(found["id"])
 
 
 def _describe(error: GovernanceError) -> str:
