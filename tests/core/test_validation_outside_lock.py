@@ -193,14 +193,15 @@ def test_an_opentelemetry_export_checks_its_spans_before_each_step(
     # The first export makes the agent and its version in its first step: the schema version
     # of that step's run is not known before it, so its 3 spans are checked there. The next
     # step's run is registered with the version the first made, and is known beforehand.
+    # Steps of so many spans however slow the machine (a step also ends after 50 ms by default).
     first = ingest(gov, principal, decode_protobuf(export(2, 3)),
-                   steps=ExportSteps(max_spans=3, pause_seconds=0))
+                   steps=ExportSteps(max_spans=3, max_seconds=3600, pause_seconds=0))
     assert first.accepted == 6
     assert seen.checks == [True] * 6 + [False] * 6
     seen.checks.clear()
     seen.renders.clear()
     # New traces of the known agent version, two exports' worth of steps of them.
-    steps = ExportSteps(max_spans=7, pause_seconds=0)
+    steps = ExportSteps(max_spans=7, max_seconds=3600, pause_seconds=0)
     result = ingest(gov, principal, decode_protobuf(later_traces(export(3, 12))), steps=steps)
     assert (result.accepted, result.rejected) == (36, ())
     assert len(seen.checks) == 36 * 2 and len(seen.renders) == 36
