@@ -15,7 +15,7 @@ from typing import Any
 
 from governance_core import jsontext
 from governance_core.clock import parse_timestamp
-from governance_core.errors import FieldErrors, UnexpectedRefType
+from governance_core.errors import FieldErrors
 from governance_core.ids import is_pfid
 
 __all__ = ["BODY", "SAFE_INTEGER", "Fields", "flatten_params"]
@@ -227,10 +227,6 @@ class Fields:
             self.errors.invalid(name, f"{name} must hold JSON values only: {_JSON_ONLY}")
             return None
         return value
-
-    def wrong_kind(self, name: builtins.str, expected: builtins.str) -> None:
-        """Report that the id in ``name`` names another kind of resource than ``expected``."""
-        self.errors.add(name, UnexpectedRefType(f"{name} must refer to a {expected}"))
 
     def done(self) -> None:
         """Raise every collected field error at once."""

@@ -11,16 +11,16 @@ from governance_core.models.description import described, enum, resource
 from governance_core.rules.states import TOKEN, states
 
 __all__ = [
-    "ENVIRONMENT_PURPOSES",
-    "TOKEN_SCOPES",
     "ACCOUNT_PURPOSES",
     "Account",
     "AdminUser",
     "AdminUserInvite",
     "ApiToken",
+    "ENVIRONMENT_PURPOSES",
     "Environment",
     "Person",
     "RiskProfile",
+    "TOKEN_SCOPES",
     "Team",
     "TeamMembership",
 ]
@@ -45,8 +45,8 @@ class Account:
     name: str = attrs.field(metadata=described(column=True))
     partition: int = attrs.field(metadata=described(column=True, shown=False))
     purpose: str = attrs.field(metadata=described(notation=enum(*ACCOUNT_PURPOSES), column=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     organisation_name: str | None = None
     promo_code: str | None = attrs.field(default=None, metadata=described(column=True))
     website: str | None = attrs.field(default=None, metadata=described(column=True))
@@ -58,10 +58,10 @@ class AdminUser:
     """A login that manages an account."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     email: str = attrs.field(metadata=described(column=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     name: str | None = attrs.field(default=None, metadata=described(column=True))
     job_title: str | None = attrs.field(default=None, metadata=described(column=True))
     last_active_at: datetime | None = attrs.field(
@@ -80,14 +80,14 @@ class AdminUserInvite:
     """An invitation for a new admin user; only a hash of its token is stored."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     email: str = attrs.field(metadata=described(column=True))
     status: str = attrs.field(metadata=described(column=True, managed=True))
     token_hash: str = attrs.field(metadata=described(column=True, shown=False))
     expires_at: datetime = attrs.field(metadata=described(column=True))
     invited_by_admin_user_id: str | None = attrs.field(metadata=described(shown=False))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     accepted_admin_user_id: str | None = attrs.field(default=None, metadata=described(shown=False))
 
 
@@ -97,14 +97,14 @@ class ApiToken:
     """An access token; only a SHA-256 hash of its secret is stored."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     token_hash: str = attrs.field(metadata=described(column=True, shown=False))
     token_scope: str = attrs.field(metadata=described(notation=enum(*TOKEN_SCOPES), column=True))
     status: str = attrs.field(
         metadata=described(notation=enum(*states(TOKEN)), column=True, managed=True)
     )
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     admin_user_id: str | None = attrs.field(default=None, metadata=described(column=True))
     agent_id: str | None = attrs.field(default=None, metadata=described(column=True))
     environment_id: str | None = attrs.field(default=None, metadata=described(column=True))
@@ -121,13 +121,13 @@ class Environment:
     """Where agents run (production, staging, ...)."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     name: str = attrs.field(metadata=described(column=True))
     purpose: str = attrs.field(
         metadata=described(notation=enum(*ENVIRONMENT_PURPOSES), column=True)
     )
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     external_identifier: str | None = attrs.field(default=None, metadata=described(column=True))
     description: str | None = None
     is_default: bool = attrs.field(default=False, metadata=described(column=True))
@@ -139,11 +139,11 @@ class RiskProfile:
     """A named ruleset that turns data-risk declarations into scores."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     name: str = attrs.field(metadata=described(column=True))
     ruleset: dict[str, Any]
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     description: str | None = None
     is_default: bool = attrs.field(default=False, metadata=described(column=True))
 
@@ -157,8 +157,8 @@ class Person:
     account_id: str = attrs.field(metadata=described(shown=False))
     name: str = attrs.field(metadata=described(column=True))
     email: str = attrs.field(metadata=described(column=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     title: str | None = None
 
 
@@ -170,8 +170,8 @@ class Team:
     id: str
     account_id: str = attrs.field(metadata=described(shown=False))
     name: str = attrs.field(metadata=described(column=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
 
 
 @resource("team_membership")
@@ -180,7 +180,7 @@ class TeamMembership:
     """A person on a team."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     team_id: str = attrs.field(metadata=described(column=True))
     person_id: str = attrs.field(metadata=described(column=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime

@@ -16,11 +16,8 @@ from governance_core.models.description import described, enum, resource
 from governance_core.rules.states import ALERT, INSTANCE, SPAN, states
 
 __all__ = [
-    "ALERT_SEVERITIES",
-    "SPAN_PURPOSES",
-    "SPAN_STATUSES",
-    "RUN_PURPOSES",
     "AGENT_STATUSES",
+    "ALERT_SEVERITIES",
     "Agent",
     "AgentDeployment",
     "AgentInstance",
@@ -28,6 +25,9 @@ __all__ = [
     "AgentSpan",
     "AgentVersion",
     "Alert",
+    "RUN_PURPOSES",
+    "SPAN_PURPOSES",
+    "SPAN_STATUSES",
     "empty_instance_counts",
     "empty_span_counts",
 ]
@@ -70,13 +70,13 @@ class Agent:
     """
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     name: str = attrs.field(metadata=described(column=True))
     status: str = attrs.field(
         metadata=described(notation=enum(*AGENT_STATUSES), column=True, managed=True)
     )
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     description: str | None = None
     external_identifier: str | None = attrs.field(default=None, metadata=described(column=True))
     owner_person_id: str | None = attrs.field(default=None, metadata=described(column=True))
@@ -97,12 +97,12 @@ class AgentVersion:
     """A version of an agent, found by (agent, external_identifier)."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     agent_id: str = attrs.field(metadata=described(column=True))
     agent_schema_version_id: str = attrs.field(metadata=described(column=True))
     external_identifier: str = attrs.field(metadata=described(column=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     name: str | None = None
     description: str | None = None
     runtime_environment: dict[str, Any] | None = None
@@ -117,12 +117,12 @@ class AgentSchemaVersion:
     """
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     agent_id: str = attrs.field(metadata=described(column=True))
     external_identifier: str = attrs.field(metadata=described(column=True))
     content_hash: str = attrs.field(metadata=described(column=True, shown=False))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     # Absent from the full form (the playground's), which names no environment.
     environment_id: str | None = attrs.field(default=None, metadata=described(notation="~id?"))
     span_type_schemas: dict[str, Any] = attrs.field(
@@ -142,11 +142,11 @@ class AgentDeployment:
     """An agent bound to an environment, naming its current version."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     agent_id: str = attrs.field(metadata=described(column=True))
     environment_id: str = attrs.field(metadata=described(column=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     current_version_id: str | None = attrs.field(default=None, metadata=described(column=True))
 
 
@@ -156,7 +156,7 @@ class AgentInstance:
     """One run of an agent."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     agent_id: str = attrs.field(metadata=described(column=True))
     agent_version_id: str = attrs.field(metadata=described(column=True))
     agent_deployment_id: str = attrs.field(metadata=described(column=True))
@@ -166,8 +166,8 @@ class AgentInstance:
     status: str = attrs.field(
         metadata=described(notation=enum(*states(INSTANCE)), column=True, managed=True)
     )
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     external_identifier: str | None = attrs.field(default=None, metadata=described(column=True))
     termination_reason: str | None = None
     started_at: datetime | None = attrs.field(default=None, metadata=described(column=True))
@@ -223,7 +223,7 @@ class AgentSpan:
     """One step of a run."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     agent_id: str = attrs.field(metadata=described(column=True))
     agent_instance_id: str = attrs.field(metadata=described(column=True))
     schema_name: str = attrs.field(metadata=described(column=True))
@@ -231,8 +231,8 @@ class AgentSpan:
     status: str = attrs.field(metadata=described(notation=enum(*SPAN_STATUSES), column=True))
     purpose: str = attrs.field(metadata=described(notation=enum(*SPAN_PURPOSES), column=True))
     started_at: datetime = attrs.field(metadata=described(column=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     payload: dict[str, Any] = attrs.field(factory=dict, metadata=described(sensitive=True))
     result_payload: dict[str, Any] | None = attrs.field(
         default=None, metadata=described(sensitive=True)
@@ -257,7 +257,7 @@ class Alert:
     """An alert on a run: one per (instance, name), raised and cleared."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     agent_id: str = attrs.field(metadata=described(column=True))
     agent_instance_id: str = attrs.field(metadata=described(column=True))
     environment_id: str = attrs.field(metadata=described(column=True))
@@ -268,8 +268,8 @@ class Alert:
         metadata=described(notation=enum(*states(ALERT)), column=True, managed=True)
     )
     raised_at: datetime = attrs.field(metadata=described(column=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     version: int = attrs.field(default=1, metadata=described(managed=True))
     payload: dict[str, Any] = attrs.field(factory=dict, metadata=described(sensitive=True))
     payload_sensitive_encoding: bool = False

@@ -13,7 +13,8 @@ described once, where it is declared, and the rest follows from that description
 - **the payloads that may hold sensitive values** (:func:`sensitive_fields`), which a
   redacted read withholds and the OpenAPI document says so of;
 - **what a request can never set** (:func:`server_managed_fields`): the fields declared
-  ``managed=True`` and every value computed on read.
+  ``managed=True``, every value computed on read, and the stamps every resource's server sets
+  (``account_id``, ``inserted_at``, ``updated_at``), which need no declaration.
 
 So adding a field to spans is one line in :class:`~governance_core.models.agents.AgentSpan`,
 with a column's migration (``SCHEMA_VERSION``) when it is declared a column; what a request may
@@ -58,6 +59,7 @@ _SHOWN = "shown"
 _MANAGED = "managed"
 _SENSITIVE = "sensitive"
 _DESCRIPTION = "__resource_description__"
+_STAMPS = frozenset({"account_id", "inserted_at", "updated_at"})
 
 
 @attrs.frozen
@@ -193,7 +195,10 @@ def stored_columns(cls: type) -> tuple[str, ...]:
 @functools.cache
 def server_managed_fields(cls: type) -> frozenset[str]:
     """What a request can never set on ``cls``: managed fields and values computed on read."""
-    managed = {field.name for field in attrs.fields(cls) if field.metadata.get(_MANAGED)}
+    managed = {
+        field.name for field in attrs.fields(cls)
+        if field.metadata.get(_MANAGED) or field.name in _STAMPS
+    }
     return frozenset(managed | set(description_of(cls).computed))
 
 

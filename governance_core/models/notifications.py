@@ -9,7 +9,20 @@ import attrs
 
 from governance_core.models.description import described, enum, resource
 
-__all__ = ["Delivery", "DeliveryAttempt", "Destination", "Monitor", "NotificationEvent"]
+__all__ = [
+    "BODY_FORMATS",
+    "DELIVERY_STATUSES",
+    "DESTINATION_STATUSES",
+    "Delivery",
+    "DeliveryAttempt",
+    "Destination",
+    "MONITOR_COMPARISONS",
+    "MONITOR_LEVELS",
+    "MONITOR_METRICS",
+    "MONITOR_STATUSES",
+    "Monitor",
+    "NotificationEvent",
+]
 
 DESTINATION_STATUSES = ("active", "disabled")
 """A destination receives messages while active."""
@@ -47,13 +60,13 @@ class Destination:
     """
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     name: str = attrs.field(metadata=described(column=True))
     url: str = attrs.field(metadata=described(column=True))
     status: str = attrs.field(metadata=described(notation=enum(*DESTINATION_STATUSES), column=True))
     body_format: str = attrs.field(metadata=described(notation=enum(*BODY_FORMATS)))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     version: int = attrs.field(default=1, metadata=described(managed=True))
     event_types: list[str] = attrs.field(factory=list)
     secrets: list[dict[str, Any]] = attrs.field(factory=list, metadata=described(shown=False))
@@ -70,10 +83,10 @@ class NotificationEvent:
     """
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     event_type: str = attrs.field(metadata=described(column=True))
     occurred_at: datetime = attrs.field(metadata=described(column=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
     data: dict[str, Any] = attrs.field(factory=dict)
     subject_id: str | None = attrs.field(default=None, metadata=described(column=True))
 
@@ -84,7 +97,7 @@ class Delivery:
     """One event on its way to one destination: pending, delivered or dead (the dead letter)."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     destination_id: str = attrs.field(metadata=described(column=True))
     event_id: str = attrs.field(metadata=described(column=True))
     event_type: str = attrs.field(metadata=described(column=True))
@@ -92,8 +105,8 @@ class Delivery:
         metadata=described(notation=enum(*DELIVERY_STATUSES), column=True, managed=True)
     )
     next_attempt_at: datetime = attrs.field(metadata=described(column=True, managed=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     attempt_count: int = attrs.field(default=0, metadata=described(managed=True))
     round_attempts: int = attrs.field(default=0, metadata=described(managed=True))
     last_status_code: int | None = attrs.field(default=None, metadata=described(managed=True))
@@ -109,11 +122,11 @@ class DeliveryAttempt:
     """One HTTP attempt of a delivery, as the delivery log shows it."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     delivery_id: str = attrs.field(metadata=described(column=True))
     destination_id: str = attrs.field(metadata=described(column=True))
     attempted_at: datetime = attrs.field(metadata=described(column=True))
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
     succeeded: bool
     latency_ms: float
     status_code: int | None = None
@@ -131,7 +144,7 @@ class Monitor:
     """
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     name: str = attrs.field(metadata=described(column=True))
     metric: str = attrs.field(metadata=described(notation=enum(*MONITOR_METRICS), column=True))
     comparison: str = attrs.field(metadata=described(notation=enum(*MONITOR_COMPARISONS)))
@@ -140,8 +153,8 @@ class Monitor:
     level: str = attrs.field(
         metadata=described(notation=enum(*MONITOR_LEVELS), column=True, managed=True)
     )
-    inserted_at: datetime = attrs.field(metadata=described(managed=True))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    inserted_at: datetime
+    updated_at: datetime
     version: int = attrs.field(default=1, metadata=described(managed=True))
     agent_id: str | None = attrs.field(default=None, metadata=described(column=True))
     environment_id: str | None = attrs.field(default=None, metadata=described(column=True))

@@ -38,12 +38,12 @@ class Policy:
     """Cedar text deciding an account's actions, in a mode, for a scope of its runs."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     name: str = attrs.field(metadata=described(column=True))
     mode: str = attrs.field(metadata=described(notation=enum(*MODES), column=True))
     source: str
     inserted_at: datetime = attrs.field(metadata=described(shown=False))
-    updated_at: datetime = attrs.field(metadata=described(column=True, managed=True))
+    updated_at: datetime = attrs.field(metadata=described(column=True))
     description: str | None = None
     scope: dict[str, list[str]] = attrs.field(factory=_empty_scope)
     version: int = attrs.field(default=1, metadata=described(column=True, managed=True))
@@ -55,7 +55,7 @@ class Decision:
     """One answer to "may this run do this now?", kept with the reasons for it."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     agent_instance_id: str = attrs.field(metadata=described(column=True))
     agent_id: str = attrs.field(metadata=described(column=True))
     environment_id: str = attrs.field(metadata=described(column=True))
@@ -86,7 +86,7 @@ class Approval:
     """An action held for a person: approved once, it lets the same action through once."""
 
     id: str
-    account_id: str = attrs.field(metadata=described(managed=True))
+    account_id: str
     agent_instance_id: str = attrs.field(metadata=described(column=True))
     agent_id: str = attrs.field(metadata=described(column=True))
     environment_id: str
@@ -98,7 +98,7 @@ class Approval:
     )
     expires_at: datetime = attrs.field(metadata=described(column=True, managed=True))
     inserted_at: datetime = attrs.field(metadata=described(shown=False))
-    updated_at: datetime = attrs.field(metadata=described(managed=True))
+    updated_at: datetime
     reasons: list[dict[str, Any]] = attrs.field(factory=list, metadata=described(managed=True))
     resolved_at: datetime | None = attrs.field(
         default=None, metadata=described(column=True, managed=True)

@@ -11,7 +11,7 @@ from governance_core.converter import from_record, to_record
 from governance_core.domain.runs import in_reach
 from governance_core.domain.supplied_ids import resolve_reference
 from governance_core.envelopes import list_envelope
-from governance_core.errors import InvalidValue, NotFound, UnexpectedRefType
+from governance_core.errors import NotFound
 from governance_core.fields import Fields
 from governance_core.ids import is_pfid
 from governance_core.pagination import parse_page_request, parse_sorting
@@ -72,14 +72,6 @@ def resolve_ref(
     See :func:`~governance_core.domain.supplied_ids.resolve_reference`.
     """
     return resolve_reference(ctx, fields.errors, name, kind, value)
-
-
-def ref_error(ctx: Context, name: str, kind: str, value: str) -> InvalidValue | UnexpectedRefType:
-    """The error for a single reference that did not resolve (for non-field contexts)."""
-    fields = Fields({})
-    resolve_ref(ctx, fields, name, kind, value)
-    error = fields.errors.to_error().errors.get(name)
-    return error if isinstance(error, (InvalidValue, UnexpectedRefType)) else InvalidValue(name)
 
 
 def started_between(fields: Fields) -> list[Filter]:

@@ -13,6 +13,8 @@ from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.envelopes import details_envelope
 from governance_core.fields import Fields
+from governance_core.models.agents import AgentSpan
+from governance_core.models.description import sensitive_fields
 from governance_core.operations.agent_spans import load_span
 from governance_core.operations.common import list_response
 from governance_core.registry import operation
@@ -22,7 +24,6 @@ from governance_core.rules.sensitive import MARKER_KEY
 __all__ = ["marker_at"]
 
 POINTER_MAX = 1000
-MEMBERS = ("payload", "result_payload")
 
 
 def marker_at(record: Record, pointer: str) -> bool:
@@ -66,7 +67,7 @@ def record_reveal(ctx: Context, fields: Fields) -> dict[str, Any]:
     pointer = fields.str("pointer", required=True, max_length=POINTER_MAX)
     if pointer is not None and (
         not record.get("sensitive_encoding")
-        or pointer.partition("/")[2].split("/")[0] not in MEMBERS
+        or pointer.partition("/")[2].split("/")[0] not in sensitive_fields(AgentSpan)
         or not marker_at(record, pointer)
     ):
         fields.errors.invalid("pointer", "pointer must name a sensitive value of the span")

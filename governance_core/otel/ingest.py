@@ -54,6 +54,7 @@ from governance_core.idempotency import (
     same_request,
 )
 from governance_core.operations.agent_spans import prepare_create_for
+from governance_core.operations.agent_versions import find_agent_version
 from governance_core.otel.idle import end_idle_runs
 from governance_core.otel.mapping import (
     MappingSettings,
@@ -626,14 +627,14 @@ class _Recorder:
                 self._agents[target.agent] = made["details"]["id"]
         return self._agents[target.agent]
 
-    def _first(self, kind: str, field: str, value: str, *also: Filter) -> Record | None:
+    def _first(self, kind: str, field: str, value: str) -> Record | None:
         """The account's first ``kind`` resource (by id) whose ``field`` is ``value``.
 
         One indexed read, where the list operation would also count and shape its page.
         """
         ctx = self.governance.context(self.reader)
         found = ctx.tables.of_kind(kind).query(
-            [tenant_filter(ctx.account_id), *also, Filter(field, "eq", value)],
+            [tenant_filter(ctx.account_id), Filter(field, "eq", value)],
             sort=[SortKey("id")], limit=1,
         )
         return found[0] if found else None
@@ -657,9 +658,8 @@ class _Recorder:
 
     def _find_version(self, agent_id: str, external_identifier: str) -> Record | None:
         """The agent's version ``external_identifier``, if there is one."""
-        return self._first(
-            "agent_version", "external_identifier", external_identifier,
-            Filter("agent_id", "eq", agent_id),
+        return find_agent_version(
+            self.governance.context(self.reader), agent_id, external_identifier
         )
 
     def environment_id(self, name: str) -> str:

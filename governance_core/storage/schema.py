@@ -10,10 +10,12 @@ stale.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from governance_core.models import accounts, agents, notifications, policies
-from governance_core.models.description import ColumnType, stored_columns
+from governance_core.models.description import ColumnType, description_of, stored_columns
 
 __all__ = [
     "IDS",
@@ -26,7 +28,6 @@ __all__ = [
     "column_names",
     "kinded_tables",
 ]
-
 
 
 @attrs.frozen
@@ -143,41 +144,27 @@ resource's (null when it has none).
 """
 
 
-_KINDS = {
-    "accounts": "account",
-    "admin_users": "admin_user",
-    "admin_user_invites": "admin_user_invite",
-    "api_tokens": "api_token",
-    "people": "person",
-    "teams": "team",
-    "environments": "environment",
-    "risk_profiles": "risk_profile",
-    "agents": "agent",
-    "agent_versions": "agent_version",
-    "agent_schema_versions": "agent_schema_version",
-    "agent_deployments": "agent_deployment",
-    "agent_instances": "agent_instance",
-    "agent_spans": "agent_span",
-    "alerts": "alert",
-    "policies": "policy",
-    "decisions": "decision",
-    "approvals": "approval",
-}
+def _resource(
+    name: str, model: type, *, records_ids: bool = True, **options: Any
+) -> Table:
+    """A resource's table: its model's columns and, when its ids go in :data:`IDS`, its kind."""
+    kind = description_of(model).kind if records_ids else None
+    return _t(name, *stored_columns(model), kind=kind, **options)
+
 
 TABLES: dict[str, Table] = {
-    table.name: attrs.evolve(table, kind=_KINDS.get(table.name))
-    for table in (
-        _t("accounts", *stored_columns(accounts.Account), marked=True),
-        _t("admin_users", *stored_columns(accounts.AdminUser)),
-        _t("admin_user_invites", *stored_columns(accounts.AdminUserInvite)),
-        _t("api_tokens", *stored_columns(accounts.ApiToken), marked=True),
-        _t("people", *stored_columns(accounts.Person)),
-        _t("teams", *stored_columns(accounts.Team)),
-        _t("team_memberships", *stored_columns(accounts.TeamMembership)),
-        _t("environments", *stored_columns(accounts.Environment)),
-        _t("risk_profiles", *stored_columns(accounts.RiskProfile)),
-        _t(
-            "agents", *stored_columns(agents.Agent),
+    table.name: table for table in (
+        _resource("accounts", accounts.Account, marked=True),
+        _resource("admin_users", accounts.AdminUser),
+        _resource("admin_user_invites", accounts.AdminUserInvite),
+        _resource("api_tokens", accounts.ApiToken, marked=True),
+        _resource("people", accounts.Person),
+        _resource("teams", accounts.Team),
+        _resource("team_memberships", accounts.TeamMembership, records_ids=False),
+        _resource("environments", accounts.Environment),
+        _resource("risk_profiles", accounts.RiskProfile),
+        _resource(
+            "agents", agents.Agent,
             # Every span that moves its run's last activity rewrites the agent: an index on
             # last_activity_span_at (or on every field) would be rewritten with it.
             indexes=(
@@ -186,11 +173,11 @@ TABLES: dict[str, Table] = {
             ),
             index_each=False,
         ),
-        _t("agent_versions", *stored_columns(agents.AgentVersion)),
-        _t("agent_schema_versions", *stored_columns(agents.AgentSchemaVersion)),
-        _t("agent_deployments", *stored_columns(agents.AgentDeployment)),
-        _t(
-            "agent_instances", *stored_columns(agents.AgentInstance),
+        _resource("agent_versions", agents.AgentVersion),
+        _resource("agent_schema_versions", agents.AgentSchemaVersion),
+        _resource("agent_deployments", agents.AgentDeployment),
+        _resource(
+            "agent_instances", agents.AgentInstance,
             # risk_level and total_cost are kept on span writes for the console's figures over
             # many runs: its counts and plots read the started_at range of the first index
             # below alone (it holds every field they group and sum, so no row is read: a third
@@ -231,8 +218,8 @@ TABLES: dict[str, Table] = {
             ),
             index_each=False,
         ),
-        _t(
-            "agent_spans", *stored_columns(agents.AgentSpan),
+        _resource(
+            "agent_spans", agents.AgentSpan,
             # The last serves a run's spans of one status (the console's "failed spans") in
             # time order, and counts a run's spans (status in every status) from the index
             # alone. It leads with the status so that SQLite never takes it for a query of
@@ -252,8 +239,8 @@ TABLES: dict[str, Table] = {
                 ),
             ),
         ),
-        _t(
-            "alerts", *stored_columns(agents.Alert),
+        _resource(
+            "alerts", agents.Alert,
             indexes=(("agent_instance_id", "name"),),
         ),
         # A run's token usage and cost per model, kept where its usage moves, so that the
@@ -276,15 +263,14 @@ TABLES: dict[str, Table] = {
         _t("sensitive_reveals", "owner_id", "token_id"),
         # Notifications: the outbox (events and their deliveries), its log, monitors, and
         # the lease that keeps one sender per database.
-        _t("destinations", *stored_columns(notifications.Destination)),
-        _t("notification_events", *stored_columns(notifications.NotificationEvent)),
-        _t(
-            "deliveries", *stored_columns(notifications.Delivery),
+        _resource("destinations", notifications.Destination, records_ids=False),
+        _resource("notification_events", notifications.NotificationEvent, records_ids=False),
+        _resource(
+            "deliveries", notifications.Delivery, records_ids=False,
             indexes=(("destination_id", "status"),),
         ),
-        _t("delivery_attempts", *stored_columns(notifications.DeliveryAttempt)),
-        _t("monitors", *stored_columns(notifications.Monitor)
-        ),
+        _resource("delivery_attempts", notifications.DeliveryAttempt, records_ids=False),
+        _resource("monitors", notifications.Monitor, records_ids=False),
         _t("sender_leases", "holder", "expires_at"),
         # Runtime governance (governance_core.policies): policies, the decisions taken
         # before an agent acts, and the approvals that hold an action for a person. Every
@@ -293,19 +279,19 @@ TABLES: dict[str, Table] = {
         # are counted from the second. Nothing looks decisions up by their approval (the
         # approval names its decision), so no index holds it: each one is one more B-tree
         # page every decision writes.
-        _t(
-            "policies", *stored_columns(policies.Policy),
+        _resource(
+            "policies", policies.Policy,
             indexes=(("account_id", "version"),),
         ),
-        _t(
-            "decisions", *stored_columns(policies.Decision),
+        _resource(
+            "decisions", policies.Decision,
             indexes=(
                 ("agent_instance_id", "action_kind", "outcome"), ("account_id", "decided_at"),
             ),
             index_each=False,
         ),
-        _t(
-            "approvals", *stored_columns(policies.Approval),
+        _resource(
+            "approvals", policies.Approval,
             indexes=(
                 ("account_id", "status", "expires_at"), ("agent_instance_id", "digest", "status"),
             ),
