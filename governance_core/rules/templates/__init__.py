@@ -39,6 +39,7 @@ from governance_core.rules.templates.limits import (
     metered,
 )
 from governance_core.rules.templates.liquid import compile_liquid, render_liquid
+from governance_core.rules.templates.plain import PlainTemplate, compile_plain
 
 __all__ = [
     "JINJA_MARKER",
@@ -68,13 +69,20 @@ def syntax_of(template: str) -> Syntax:
 
 
 @functools.lru_cache(maxsize=512)
-def _compile(source: str) -> Template | BoundTemplate | str:
-    """Compile a template, or return why it cannot be compiled."""
+def _compile(source: str) -> Template | BoundTemplate | PlainTemplate | str:
+    """Compile a template, or return why it cannot be compiled.
+
+    A Liquid template that only reads values is rendered without python-liquid
+    (:mod:`.plain`), once python-liquid has compiled it.
+    """
     if len(source) > MAX_TEMPLATE_CHARS:
         return f"the template is longer than {MAX_TEMPLATE_CHARS} characters"
     if syntax_of(source) == "jinja":
         return compile_jinja(source)
-    return compile_liquid(source)
+    compiled = compile_liquid(source)
+    if isinstance(compiled, str):
+        return compiled
+    return compile_plain(source) or compiled
 
 
 def render_template(template: str | None, context: Mapping[str, Any]) -> str | None:
@@ -94,7 +102,9 @@ def render_template(template: str | None, context: Mapping[str, Any]) -> str | N
         output = SummaryBuffer()
         with metered():
             try:
-                if isinstance(compiled, Template):
+                if isinstance(compiled, PlainTemplate):
+                    compiled.render(context, output)
+                elif isinstance(compiled, Template):
                     render_jinja(compiled, context, output)
                 else:
                     render_liquid(compiled, context, output)

@@ -39,7 +39,7 @@ from governance_core.rules.templates.limits import (
     units,
 )
 
-__all__ = ["NAMESPACE_LIMIT", "compile_liquid", "render_liquid"]
+__all__ = ["NAMESPACE_LIMIT", "compile_liquid", "display", "render_liquid"]
 
 NAMESPACE_LIMIT: Final = 4 * 1024 * 1024
 """Bytes the variables a template assigns, and each capture, may hold."""
@@ -51,7 +51,7 @@ _UNITS_PER_ITERATION: Final = 4
 _ITEMS_PER_UNIT: Final = 16
 
 
-def _display(value: object) -> str:
+def display(value: object) -> str:
     """Liquid's rendering of a value, except objects and arrays, which render as JSON."""
     if type(value) is str:
         # The usual case, and Liquid's rendering of a string is the string.
@@ -64,12 +64,12 @@ def _display(value: object) -> str:
 
 class _OutputNode(OutputNode):
     def render_to_output(self, context: RenderContext, buffer: TextIO) -> int:
-        return buffer.write(_display(self.expression.evaluate(context)))
+        return buffer.write(display(self.expression.evaluate(context)))
 
 
 class _EchoNode(EchoNode):
     def render_to_output(self, context: RenderContext, buffer: TextIO) -> int:
-        return buffer.write(_display(self.expression.evaluate(context)))
+        return buffer.write(display(self.expression.evaluate(context)))
 
 
 class _Output(Output):
