@@ -142,11 +142,13 @@ def register_instance(ctx: Context, fields: Fields) -> Registration:
     agent = from_record(Agent, agent_record)
     if not allowed(AGENT, agent.status, "instance"):
         raise InvalidAction("the agent is retired; reinstate it to register new runs")
-    if external_identifier is not None and ctx.tables.agent_instances.count([
+    # A look-up by equality, not a count: a batch's kept runs are matched in memory, where a
+    # count would first write them out (an OpenTelemetry export registers a run a trace).
+    if external_identifier is not None and ctx.tables.agent_instances.query([
         tenant(ctx),
         Filter("agent_id", "eq", agent.id),
         Filter("external_identifier", "eq", external_identifier),
-    ]):
+    ], limit=1):
         raise Conflict(
             f"the agent already has a run with external_identifier {external_identifier!r}"
         )
