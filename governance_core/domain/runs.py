@@ -14,7 +14,7 @@ run goes through :func:`advance_instance`, which follows
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -58,7 +58,7 @@ __all__ = [
     "quality_score",
     "record_span_and_agent",
     "remember_schema_version",
-    "run_by_external_id",
+    "runs_by_external_id",
     "run_schema_version",
     "schema_entry",
     "set_quality",
@@ -93,16 +93,23 @@ def in_reach(ctx: Context, instance: Record) -> bool:
         and instance["environment_id"] == principal.environment_id
     )
 
-def run_by_external_id(ctx: Context, agent_id: str, external_identifier: str) -> Record | None:
-    """The caller's run of ``agent_id`` with ``external_identifier``, within its reach; else None.
+def runs_by_external_id(
+    ctx: Context, agent_id: str, external_identifiers: Collection[str]
+) -> dict[str, Record]:
+    """The caller's runs of ``agent_id`` within its reach, by the ``external_identifiers`` used.
 
-    One indexed read (an OpenTelemetry trace's run is found so, by its trace id).
+    One indexed read for them all: an OpenTelemetry export finds its traces' runs so, by
+    their trace ids. An agent's runs have distinct external identifiers.
     """
+    if not external_identifiers:
+        return {}
     found = ctx.tables.agent_instances.query([
         tenant_filter(ctx.account_id), Filter("agent_id", "eq", agent_id),
-        Filter("external_identifier", "eq", external_identifier),
-    ], limit=1)
-    return found[0] if found and in_reach(ctx, found[0]) else None
+        Filter("external_identifier", "in", sorted(set(external_identifiers))),
+    ])
+    return {
+        record["external_identifier"]: record for record in found if in_reach(ctx, record)
+    }
 
 def run_schema_version(ctx: Context, instance: Record) -> Record | None:
     """Return the schema version the run ``instance`` was registered with."""

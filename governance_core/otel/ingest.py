@@ -39,8 +39,8 @@ import attrs
 from governance_core.domain.runs import (
     SPAN_TYPES,
     keep_run_parties,
-    run_by_external_id,
     run_schema_version,
+    runs_by_external_id,
     set_quality,
 )
 from governance_core.domain.spans import read_unnamed
@@ -311,10 +311,16 @@ class _Recorder:
         self.done = 0
         self.new = 0
         self._agents: dict[str, str] = {}
+        # The stored runs of traces about to be recorded, by agent id and trace id (None: not
+        # registered), read for many traces at once in the step under way (``_runs_step``).
+        self._runs: dict[tuple[str, str], Record | None] = {}
+        self._runs_step = -1
         self._environments: dict[str, str] = {}
         self._declared: dict[str, frozenset[str]] = {}
         # Every span of the export in the order it is written, and how far they are planned.
-        self._spans = [(group, span) for group in groups for span in group.spans]
+        self._groups = list(groups)
+        self._group_index = {id(group): index for index, group in enumerate(self._groups)}
+        self._spans = [(group, span) for group in self._groups for span in group.spans]
         self._ahead = 0
         self._planned: dict[tuple[str, str], _Planned] = {}
         # By trace id: the schema version id its run has or is expected to have; by agent and
@@ -343,6 +349,7 @@ class _Recorder:
         except GovernanceError as error:
             # What the failed block created was rolled back with it: forget it.
             self._agents.clear()
+            self._runs.clear()
             self._environments.clear()
             self._versions_known.clear()
             self.rejected += [
@@ -395,9 +402,15 @@ class _Recorder:
         # Looked up once a step for a trace whose schema version is not known yet: a later
         # step may find it (the agent and its version made by an earlier step).
         expected: dict[str, Record | None] = {}
-        for group, span in self._spans[start:end]:
+        window = self._spans[start:end]
+        runs = self.find_runs(
+            {id(group): group for group, _ in window if group.trace_id not in self._expected
+             }.values(),
+            find_agents=True,
+        )
+        for group, span in window:
             if group.trace_id not in expected:
-                expected[group.trace_id] = self.expected_schema_version(group)
+                expected[group.trace_id] = self.expected_schema_version(group, runs)
             schema_version = expected[group.trace_id]
             if schema_version is None:
                 continue
@@ -412,9 +425,14 @@ class _Recorder:
                 )
         self._ahead = max(self._ahead, end)
 
-    def expected_schema_version(self, group: TraceGroup) -> Record | None:
-        """The schema version the trace's run has, or will have when registered; else None."""
-        schema_version_id = self._expected.get(group.trace_id) or self._expected_id(group)
+    def expected_schema_version(
+        self, group: TraceGroup, runs: dict[tuple[str, str], Record | None]
+    ) -> Record | None:
+        """The schema version the trace's run has, or will have when registered; else None.
+
+        ``runs`` holds what :meth:`find_runs` read for the trace.
+        """
+        schema_version_id = self._expected.get(group.trace_id) or self._expected_id(group, runs)
         if schema_version_id is None:
             return None
         self._expected[group.trace_id] = schema_version_id
@@ -422,17 +440,14 @@ class _Recorder:
             self.governance.tables.agent_schema_versions, schema_version_id
         )
 
-    def _expected_id(self, group: TraceGroup) -> str | None:
+    def _expected_id(
+        self, group: TraceGroup, runs: dict[tuple[str, str], Record | None]
+    ) -> str | None:
         target = group.target
-        if self.principal.is_ingestion:
-            agent_id = self.principal.agent_id
-        else:
-            agent_id = self._agents.get(target.agent) or self._find_agent(target.agent)
+        agent_id = self.known_agent_id(target, find=False)
         if agent_id is None:
             return None
-        found = run_by_external_id(
-            self.governance.context(self.principal), agent_id, group.trace_id
-        )
+        found = runs.get((agent_id, group.trace_id))
         if found is not None:
             return str(found["agent_schema_version_id"])
         key = (agent_id, target.version)
@@ -591,12 +606,21 @@ class _Recorder:
 
     # -- the run a trace is recorded in ----------------------------------------------------
     def run_for(self, group: TraceGroup) -> dict[str, Any]:
-        """The trace's run for the group's agent, registered on first sight."""
+        """The trace's run for the group's agent, registered on first sight.
+
+        The runs of the traces that follow in the step are read with it, in one read: each
+        is taken once, by its own trace's call.
+        """
         agent_id = self.agent_id(group.target)
+        key = (agent_id, group.trace_id)
+        if self._runs_step != self.step:
+            # What was read lasts for the step's transaction only.
+            self._runs.clear()
+            self._runs_step = self.step
+        if key not in self._runs:
+            self._runs.update(self.find_runs(self._groups_ahead(group), find_agents=False))
         # Read as stored (the run's view would price and score it for nothing).
-        found = run_by_external_id(
-            self.governance.context(self.principal), agent_id, group.trace_id
-        )
+        found = self._runs.pop(key)
         if found is not None:
             return found
         register: dict[str, Any] = {
@@ -609,6 +633,47 @@ class _Recorder:
                 register["environment_id"] = self.environment_id(group.target.environment)
         details: dict[str, Any] = self.call("agent_instances/register", register)["details"]
         return details
+
+    def find_runs(
+        self, groups: Iterable[TraceGroup], *, find_agents: bool
+    ) -> dict[tuple[str, str], Record | None]:
+        """The stored runs of the traces of ``groups``, by agent id and trace id (None: none).
+
+        One read an agent. A group whose agent is not known is left out: not made yet, or,
+        unless ``find_agents``, not looked up yet.
+        """
+        by_agent: dict[str, set[str]] = {}
+        for group in groups:
+            agent_id = self.known_agent_id(group.target, find=find_agents)
+            if agent_id is not None:
+                by_agent.setdefault(agent_id, set()).add(group.trace_id)
+        ctx = self.governance.context(self.principal)
+        found: dict[tuple[str, str], Record | None] = {}
+        for agent_id, trace_ids in by_agent.items():
+            runs = runs_by_external_id(ctx, agent_id, trace_ids)
+            found.update({(agent_id, trace_id): runs.get(trace_id) for trace_id in trace_ids})
+        return found
+
+    def _groups_ahead(self, group: TraceGroup) -> list[TraceGroup]:
+        """``group`` and the groups after it, up to a step's worth of spans."""
+        ahead: list[TraceGroup] = []
+        spans = 0
+        for later in itertools.islice(self._groups, self._group_index[id(group)], None):
+            if spans >= _LOOKAHEAD:
+                break
+            ahead.append(later)
+            spans += len(later.spans)
+        return ahead
+
+    def known_agent_id(self, target: RunTarget, *, find: bool) -> str | None:
+        """The target's agent id when known (or, with ``find``, found stored); else None."""
+        if self.principal.is_ingestion:
+            return self.principal.agent_id
+        if target.agent not in self._agents and find:
+            found = self._find_agent(target.agent)
+            if found is not None:
+                self._agents[target.agent] = found
+        return self._agents.get(target.agent)
 
     def agent_id(self, target: RunTarget) -> str:
         """The token's agent, or the agent named by the resource (created on first sight)."""
