@@ -23,17 +23,17 @@ from tests.otel.exports import export
 PROTOBUF = "application/x-protobuf"
 
 
-def _reads(tmp_path: Path, spans: int) -> collections.Counter[str]:
-    gov = Governance(SQLiteStore(tmp_path / f"{spans}.db"))
+def _reads(tmp_path: Path, spans: int, traces: int = 1) -> collections.Counter[str]:
+    gov = Governance(SQLiteStore(tmp_path / f"{traces}x{spans}.db"))
     principal = gov.authenticate(gov.bootstrap().token)
-    body = decode_request(export(1, spans), PROTOBUF, 64)
+    body = decode_request(export(traces, spans), PROTOBUF, 64)
     assert isinstance(gov.store, SQLiteStore)
     try:
         with statements(gov.store) as seen:
             # Steps of 200 spans whatever the machine's speed (by default a step also ends
             # after 50 ms).
             result = ingest(gov, principal, body, steps=ExportSteps(max_seconds=3600))
-        assert result.accepted == spans and not result.rejected
+        assert result.accepted == traces * spans and not result.rejected
         return collections.Counter(s for s in seen if s.startswith("SELECT "))
     finally:
         gov.close()
@@ -46,6 +46,14 @@ def test_an_exports_reads_do_not_grow_with_its_spans(tmp_path: Path) -> None:
     for read in per_span:
         assert large[read] <= 3 * max(small[read], 3), (read, small, large)
     assert sum(large.values()) <= 50, large
+
+
+def test_an_export_of_short_traces_reads_their_runs_together(tmp_path: Path) -> None:
+    # 40 traces of 5 spans, one step: the runs are looked up by trace id in one read before
+    # the step (to check the spans ahead) and one in it, not twice a trace; each new run's
+    # registration checks its trace id once more.
+    reads = _reads(tmp_path, 5, traces=40)
+    assert reads["SELECT agent_instances"] <= 2 + 40, reads
 
 
 def _postgres_statements(spans: int) -> collections.Counter[str]:
