@@ -399,7 +399,7 @@ class Governance:
         batch: WriteBatch | None = getattr(self._writing, "batch", None)
         if batch is not None and not op.defers_rollups:
             # It may read or change what the rollups are made of: they are kept first.
-            batch.keep()
+            batch.keep(next_write=op.name if op.write else None)
         if not op.write:
             return op.handler(self.context(principal), Fields(params))
         if prepared is None and not getattr(self._writing, "active", False):

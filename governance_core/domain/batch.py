@@ -23,6 +23,7 @@ before them: what the policies in scope say of them is kept, and the write goes 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from typing import Final
 
 from governance_core.context import Context
 from governance_core.domain.insights import keep_total_cost, run_risk_level
@@ -30,9 +31,16 @@ from governance_core.domain.risk import Rulesets
 from governance_core.repository import Record
 
 __all__ = [
-    "RecordedJudge", "WriteBatch", "batch_of", "deferring_batch", "span_rollups",
-    "write_rulesets",
+    "RULESETS_KEPT_ACROSS", "RecordedJudge", "WriteBatch", "batch_of", "deferring_batch",
+    "span_rollups", "write_rulesets",
 ]
+
+RULESETS_KEPT_ACROSS: Final = frozenset({
+    "agent_instances", "agent_spans", "alerts", "approvals", "decisions",
+})
+"""The resources whose write operations never change what a ruleset is read from (a risk
+profile, the profile an agent is assigned, the account's default): a batch keeps its
+rulesets across them."""
 
 RecordedJudge = Callable[[Context, Record, Sequence[Record]], None]
 """Judges the spans a batch recorded on a run: ``judge(ctx, run_before, spans)``."""
@@ -82,13 +90,19 @@ class WriteBatch:
         """A span written in the transaction names ``parent_id``: it is known unnamed no more."""
         self._unnamed.discard(parent_id)
 
-    def keep(self) -> None:
+    def keep(self, *, next_write: str | None = "") -> None:
         """Keep the noted runs' rollups, in the transaction that moved them, and forget them.
 
-        The rulesets are forgotten too: the operation about to run may change one.
+        ``next_write`` names the write operation about to run (None: a read; by default any
+        operation). The rulesets are forgotten too when it may change one: a write of a
+        resource not in :data:`RULESETS_KEPT_ACROSS`, or an operation not named. An export of
+        short traces finishes a run a trace and would otherwise look its agent's profile up
+        again for each.
         """
         runs, scored, rulesets, created = self._runs, self._scored, self._rulesets, self._created
-        self._runs, self._scored, self._rulesets, self._created = {}, {}, None, {}
+        self._runs, self._scored, self._created = {}, {}, {}
+        if next_write is not None and next_write.partition("/")[0] not in RULESETS_KEPT_ACROSS:
+            self._rulesets = None
         for run_id, (ctx, before) in runs.items():
             if self.defers:
                 self._keep_rollups(ctx, before, scored, rulesets)

@@ -120,3 +120,39 @@ def test_an_export_step_keeps_each_runs_rollups_once() -> None:
         assert middle is not None and middle.get("total_cost") is None
     after = gov.store.get("agent_instances", runs[0])
     assert after is not None and after["total_cost"] is not None and after["span_total"] == 3
+
+
+TIGHT = {"category_weights": {"personal_identifiers": 50}, "action_multipliers": {"read_data": 1},
+         "thresholds": {"medium": 1, "high": 2, "critical": 10_000}}
+
+
+def test_a_profile_changed_between_a_bulks_span_writes_scores_the_writes_after_it() -> None:
+    """The batch's rulesets outlive a finish or a read, never a write that may change one."""
+    one, one_token, one_runs = _world()
+    batch, batch_token, batch_runs = _world()
+    agents = [gov.store.query("agents")[0]["id"] for gov in (one, batch)]
+    profiles = [
+        gov.call("risk_profiles/create", {"name": "Tight", "ruleset": TIGHT},
+                 token=token)["details"]["id"]
+        for gov, token in ((one, one_token), (batch, batch_token))
+    ]
+
+    def steps(runs: list[str], agent: str, profile: str) -> list[tuple[str, dict[str, Any]]]:
+        return [
+            ("agent_spans/create", _span(runs[0], "llm", "gpt-4o", 10)),
+            ("agent_instances/finish", {"agent_instance_id": runs[1]}),
+            ("agent_spans/create", _span(runs[0], "llm", "gpt-4o", 10)),
+            ("agents/update", {"agent_id": agent, "details": {"risk_profile_id": profile}}),
+            ("agent_spans/create", _span(runs[0], "llm", "gpt-4o", 10)),
+        ]
+
+    for operation, params in steps(one_runs, agents[0], profiles[0]):
+        one.call(operation, params, token=one_token)
+    batch.call("bulk", {"items": [
+        {"_type": operation, "idempotency_key": f"item-{number:06d}", **params}
+        for number, (operation, params) in enumerate(steps(batch_runs, agents[1], profiles[1]))
+    ]}, token=batch_token)
+    stored = _stored(batch, batch_runs)
+    assert stored == _stored(one, one_runs)
+    # The tight profile scored the run: the default would not call it high.
+    assert stored[0]["risk_level"] == "high"

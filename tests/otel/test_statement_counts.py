@@ -54,6 +54,9 @@ def test_an_export_of_short_traces_reads_their_runs_together(tmp_path: Path) -> 
     # registration checks its trace id once more.
     reads = _reads(tmp_path, 5, traces=40)
     assert reads["SELECT agent_instances"] <= 2 + 40, reads
+    # The agent's ruleset: looked up once for the step's span writes (a run's finish between
+    # them changes no profile), and once a trace by the run's view its finish answers with.
+    assert reads["SELECT risk_profiles"] <= 1 + 40, reads
 
 
 def _postgres_statements(spans: int) -> collections.Counter[str]:
