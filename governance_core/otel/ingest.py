@@ -382,10 +382,12 @@ class _Recorder:
             # Read again: another writer may have ended the run between two steps.
             run = self.read("agent_instances/show", {"agent_instance_id": run["id"]})["details"]
         if run["status"] in ("pending", "active"):
+            # No idempotency key: the run is read in this step's transaction, so an export
+            # sent again finds it finished and sends no finish (a key only stored a response
+            # no one asks for).
             self.call("agent_instances/finish", {
                 "agent_instance_id": run["id"], "status": run_status(root),
                 "timestamp": timestamp(root.end_time_unix_nano),
-                "idempotency_key": _key("finish", run["id"]),
             })
 
     def prepare_ahead(self, count: int) -> None:
