@@ -126,6 +126,17 @@ class RecordTable:
         self.store.read_ahead(self.name, record_ids)
         return True
 
+    def know_absent(self, record_ids: Collection[str]) -> bool:
+        """Take the records under ``record_ids`` as missing for later gets; whether the store could.
+
+        Only for ids no one outside the transaction can know yet. A store without
+        :class:`~governance_core.storage.protocol.ReadAhead` keeps reading them.
+        """
+        if not isinstance(self.store, ReadAhead):
+            return False
+        self.store.know_absent(self.name, record_ids)
+        return True
+
 
 _UNASKED: Any = object()
 

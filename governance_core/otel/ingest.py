@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from governance_core.domain.batch import batch_of
 from governance_core.domain.runs import (
     SPAN_TYPES,
     keep_run_parties,
@@ -343,7 +344,7 @@ class _Recorder:
         """Record one trace's run and spans, pausing before each span: a step may end there."""
         try:
             with self.governance.transaction():
-                run = self.run_for(group)
+                run, registered = self.run_for(group)
         except TemporarilyUnavailable:
             raise
         except GovernanceError as error:
@@ -362,6 +363,8 @@ class _Recorder:
         if run.get("agent_schema_version_id"):
             self._expected[group.trace_id] = run["agent_schema_version_id"]
         read_in = self.step
+        # A run registered by this call: until this step commits no one else knows its id.
+        registered_in = read_in if registered else -1
         declared = self.declared_types(run)
         ids: dict[str, str] = {}
         stored: dict[str, str] = {}
@@ -371,7 +374,10 @@ class _Recorder:
             if index % _LOOKAHEAD == 0 or read_in_step != self.step:
                 # Again in each step: what is read ahead lasts for its transaction only.
                 ahead = group.spans[index:index - index % _LOOKAHEAD + _LOOKAHEAD]
-                stored = self.stored_fingerprints(run["id"], ahead, ids)
+                if registered_in == self.step:
+                    stored = self.new_run_spans(run["id"], ahead, ids)
+                else:
+                    stored = self.stored_fingerprints(run["id"], ahead, ids)
                 read_in_step = self.step
             self.record_span(run["id"], span, declared, ids, stored)
             self.done += 1
@@ -517,6 +523,25 @@ class _Recorder:
             by_record[record["id"]]: record["fingerprint"] for record in found if record is not None
         }
 
+    def new_run_spans(
+        self, run_id: str, spans: Iterable[Span], ids: dict[str, str]
+    ) -> dict[str, str]:
+        """What :meth:`stored_fingerprints` would read for a run this step registered: nothing.
+
+        Until the step commits no one else can know the run's id, so no record is keyed by
+        the span ids derived from it: no id is taken, no span of another run names one as its
+        parent, no digest is kept. The batch and the store are told so instead of asked.
+        """
+        if self.principal.scope not in self.governance.registry[_CREATE].scopes:
+            return {}
+        span_ids = [self.span_id(run_id, span.span_id, span.trace_id, ids) for span in spans]
+        ctx = self.governance.context(self.principal)
+        batch = batch_of(ctx)
+        if batch is not None:
+            batch.known_unnamed(span_ids)
+        ctx.tables.ids.know_absent(span_ids)
+        return {}
+
     def record_span(
         self,
         run_id: str,
@@ -607,8 +632,8 @@ class _Recorder:
         keep_run_parties(ctx, run, session_id, user_id)
 
     # -- the run a trace is recorded in ----------------------------------------------------
-    def run_for(self, group: TraceGroup) -> dict[str, Any]:
-        """The trace's run for the group's agent, registered on first sight.
+    def run_for(self, group: TraceGroup) -> tuple[dict[str, Any], bool]:
+        """The trace's run for the group's agent, registered on first sight; whether it was.
 
         The runs of the traces that follow in the step are read with it, in one read: each
         is taken once, by its own trace's call.
@@ -624,7 +649,7 @@ class _Recorder:
         # Read as stored (the run's view would price and score it for nothing).
         found = self._runs.pop(key)
         if found is not None:
-            return found
+            return found, False
         register: dict[str, Any] = {
             "external_identifier": group.trace_id,
             **agent_version_member(group.target, not self.version_known(agent_id, group)),
@@ -634,7 +659,7 @@ class _Recorder:
             if group.target.environment is not None:
                 register["environment_id"] = self.environment_id(group.target.environment)
         details: dict[str, Any] = self.call("agent_instances/register", register)["details"]
-        return details
+        return details, True
 
     def find_runs(
         self, groups: Iterable[TraceGroup], *, find_agents: bool

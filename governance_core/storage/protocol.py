@@ -212,11 +212,16 @@ class ReadAhead(Protocol):
 
     The core's write-behind wrapper offers it within a transaction: a bulk request reads the
     idempotency records of all its items in one query, and each item's look-up is answered
-    from what was read (found or not).
+    from what was read (found or not). Records whose ids no one outside the transaction can
+    know yet (derived from a record it made) are known missing without a read.
     """
 
     def read_ahead(self, table: str, record_ids: Collection[str]) -> None:
         """Read the records of ``table`` with ``record_ids``; later gets of them read nothing."""
+        ...
+
+    def know_absent(self, table: str, record_ids: Collection[str]) -> None:
+        """Take the records of ``table`` with ``record_ids`` as missing: gets read nothing."""
         ...
 
 

@@ -256,6 +256,20 @@ class WriteBehindStore:
             else:
                 memory.absent.add(key)
 
+    def know_absent(self, table: str, record_ids: Collection[str]) -> None:
+        """Take the records of a kept table with ``record_ids`` as missing, without reading.
+
+        Within a transaction only, for ids no one outside it can know yet (derived from a
+        record the transaction made): later gets of them read nothing.
+        """
+        memory = self._memory
+        if not memory.depth or table not in self._tables:
+            return
+        for record_id in record_ids:
+            key = (table, record_id)
+            if key not in memory.records:
+                memory.absent.add(key)
+
     def put(self, table: str, record: Record) -> None:
         """Check and keep the record until the transaction commits (others: the inner put)."""
         memory = self._memory

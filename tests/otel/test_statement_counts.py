@@ -54,6 +54,10 @@ def test_an_export_of_short_traces_reads_their_runs_together(tmp_path: Path) -> 
     # registration checks its trace id once more.
     reads = _reads(tmp_path, 5, traces=40)
     assert reads["SELECT agent_instances"] <= 2 + 40, reads
+    # Each run is new, registered in the step: until the step commits no one else can know
+    # its id, so no record is keyed by its spans' derived ids and none is looked for.
+    for read in ("SELECT ids", "SELECT idempotency_keys", "SELECT agent_spans"):
+        assert reads[read] == 0, (read, reads)
     # The agent's ruleset: looked up once for the step's span writes (a run's finish between
     # them changes no profile), and once a trace by the run's view its finish answers with.
     assert reads["SELECT risk_profiles"] <= 1 + 40, reads

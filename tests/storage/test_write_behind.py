@@ -243,3 +243,24 @@ def test_a_look_up_by_equality_matches_kept_records_without_writing_them(
     assert [r["id"] for r in inner.query("agents", [Filter("name", "eq", "stored")])] == [
         "a2", "a3", "a5",
     ]
+
+
+def test_records_known_absent_are_not_read_and_a_put_of_one_is_found(
+    inner: CountingStore,
+) -> None:
+    store = WriteBehindStore(inner)
+    store.know_absent("agents", ["a2"])  # outside a transaction: nothing to keep it in
+    assert store.get("agents", "a2") is None and inner.gets == 1
+    with store.transaction():
+        assert store.get("agents", "a1") is not None and inner.gets == 2
+        store.know_absent("agents", ["a1", "a3", "a4"])
+        # A record the transaction holds already stays as it was read.
+        assert store.get("agents", "a1") is not None
+        assert store.get("agents", "a3") is None and store.get("agents", "a4") is None
+        assert inner.gets == 2
+        store.put("agents", {"id": "a3", "name": "third", "account_id": "acc"})
+        assert store.get("agents", "a3") == {"id": "a3", "name": "third", "account_id": "acc"}
+    assert inner.get("agents", "a3") is not None
+    with store.transaction():
+        # What was known absent lasts for its transaction only.
+        assert store.get("agents", "a4") is None and inner.gets == 4
