@@ -25,7 +25,7 @@ from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp
 from governance_core.context import Config, Context, KnownToken, Principal
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
-from governance_core.domain.batch import WriteBatch
+from governance_core.domain.batch import WriteBatch, keeps_rulesets
 from governance_core.encryption import cipher_from_key
 from governance_core.errors import (
     BadAuthToken,
@@ -399,7 +399,7 @@ class Governance:
         batch: WriteBatch | None = getattr(self._writing, "batch", None)
         if batch is not None and not op.defers_rollups:
             # It may read or change what the rollups are made of: they are kept first.
-            batch.keep(next_write=op.name if op.write else None)
+            batch.keep(keep_rulesets=keeps_rulesets(op.name, write=op.write))
         if not op.write:
             return op.handler(self.context(principal), Fields(params))
         if prepared is None and not getattr(self._writing, "active", False):

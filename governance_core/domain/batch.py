@@ -32,7 +32,7 @@ from governance_core.repository import Record
 
 __all__ = [
     "RULESETS_KEPT_ACROSS", "RecordedJudge", "WriteBatch", "batch_of", "deferring_batch",
-    "span_rollups", "write_rulesets",
+    "keeps_rulesets", "span_rollups", "write_rulesets",
 ]
 
 RULESETS_KEPT_ACROSS: Final = frozenset({
@@ -41,6 +41,17 @@ RULESETS_KEPT_ACROSS: Final = frozenset({
 """The resources whose write operations never change what a ruleset is read from (a risk
 profile, the profile an agent is assigned, the account's default): a batch keeps its
 rulesets across them."""
+
+
+def keeps_rulesets(operation: str, *, write: bool) -> bool:
+    """Whether a batch keeps its rulesets across ``operation`` (a read, or a listed write).
+
+    The write of a resource in :data:`RULESETS_KEPT_ACROSS` changes no ruleset. An export of
+    short traces finishes a run a trace, and would otherwise look its agent's profile up
+    again after each.
+    """
+    return not write or operation.partition("/")[0] in RULESETS_KEPT_ACROSS
+
 
 RecordedJudge = Callable[[Context, Record, Sequence[Record]], None]
 """Judges the spans a batch recorded on a run: ``judge(ctx, run_before, spans)``."""
@@ -90,18 +101,15 @@ class WriteBatch:
         """A span written in the transaction names ``parent_id``: it is known unnamed no more."""
         self._unnamed.discard(parent_id)
 
-    def keep(self, *, next_write: str | None = "") -> None:
+    def keep(self, *, keep_rulesets: bool = False) -> None:
         """Keep the noted runs' rollups, in the transaction that moved them, and forget them.
 
-        ``next_write`` names the write operation about to run (None: a read; by default any
-        operation). The rulesets are forgotten too when it may change one: a write of a
-        resource not in :data:`RULESETS_KEPT_ACROSS`, or an operation not named. An export of
-        short traces finishes a run a trace and would otherwise look its agent's profile up
-        again for each.
+        The rulesets are forgotten too, unless ``keep_rulesets`` (the operation about to run
+        cannot change one: :func:`keeps_rulesets`).
         """
         runs, scored, rulesets, created = self._runs, self._scored, self._rulesets, self._created
         self._runs, self._scored, self._created = {}, {}, {}
-        if next_write is not None and next_write.partition("/")[0] not in RULESETS_KEPT_ACROSS:
+        if not keep_rulesets:
             self._rulesets = None
         for run_id, (ctx, before) in runs.items():
             if self.defers:

@@ -374,10 +374,9 @@ class _Recorder:
             if index % _LOOKAHEAD == 0 or read_in_step != self.step:
                 # Again in each step: what is read ahead lasts for its transaction only.
                 ahead = group.spans[index:index - index % _LOOKAHEAD + _LOOKAHEAD]
-                if registered_in == self.step:
-                    stored = self.new_run_spans(run["id"], ahead, ids)
-                else:
-                    stored = self.stored_fingerprints(run["id"], ahead, ids)
+                stored = self.stored_fingerprints(
+                    run["id"], ahead, ids, new_run=registered_in == self.step
+                )
                 read_in_step = self.step
             self.record_span(run["id"], span, declared, ids, stored)
             self.done += 1
@@ -488,7 +487,7 @@ class _Recorder:
         return derived
 
     def stored_fingerprints(
-        self, run_id: str, spans: Iterable[Span], ids: dict[str, str]
+        self, run_id: str, spans: Iterable[Span], ids: dict[str, str], *, new_run: bool = False
     ) -> dict[str, str]:
         """The fingerprints of the creates of ``spans`` an earlier export stored, by span id.
 
@@ -497,20 +496,30 @@ class _Recorder:
         create spans (each call then refuses its span, as it should). A span stored before
         the ingest kept digests of its own was stored by a create with an idempotency key,
         whose record is read too.
+
+        For a ``new_run`` (registered in the step under way) nothing is read: until the step
+        commits no one else can know the run's id, so no record is keyed by the span ids
+        derived from it (no id is taken, no span of another run names one as its parent, no
+        digest is kept). The batch and the store are told so instead of asked.
         """
         if self.principal.scope not in self.governance.registry[_CREATE].scopes:
             return {}
-        account_id = self.principal.account_id
-        by_record: dict[str, str] = {}
-        for span in spans:
-            span_id = self.span_id(run_id, span.span_id, span.trace_id, ids)
-            by_record[record_id(account_id, _SPAN_DIGESTS, span_id)] = span_id
-            by_record[record_id(account_id, _CREATE, _key(span_id))] = span_id
+        span_ids = [self.span_id(run_id, span.span_id, span.trace_id, ids) for span in spans]
         ctx = self.governance.context(self.principal)
         tables = ctx.tables
+        if new_run:
+            batch = batch_of(ctx)
+            if batch is not None:
+                batch.known_unnamed(span_ids)
+            tables.ids.know_absent(span_ids)
+            return {}
+        account_id = self.principal.account_id
+        by_record: dict[str, str] = {}
+        for span_id in span_ids:
+            by_record[record_id(account_id, _SPAN_DIGESTS, span_id)] = span_id
+            by_record[record_id(account_id, _CREATE, _key(span_id))] = span_id
         keys = tables.idempotency_keys
         found: list[Record | None]
-        span_ids = list(dict.fromkeys(by_record.values()))
         # Each create's look-ups (whether its id is taken or named as a parent by another
         # run's span) are answered from what these read for the step.
         read_unnamed(ctx, span_ids, run_id)
@@ -522,25 +531,6 @@ class _Recorder:
         return {
             by_record[record["id"]]: record["fingerprint"] for record in found if record is not None
         }
-
-    def new_run_spans(
-        self, run_id: str, spans: Iterable[Span], ids: dict[str, str]
-    ) -> dict[str, str]:
-        """What :meth:`stored_fingerprints` would read for a run this step registered: nothing.
-
-        Until the step commits no one else can know the run's id, so no record is keyed by
-        the span ids derived from it: no id is taken, no span of another run names one as its
-        parent, no digest is kept. The batch and the store are told so instead of asked.
-        """
-        if self.principal.scope not in self.governance.registry[_CREATE].scopes:
-            return {}
-        span_ids = [self.span_id(run_id, span.span_id, span.trace_id, ids) for span in spans]
-        ctx = self.governance.context(self.principal)
-        batch = batch_of(ctx)
-        if batch is not None:
-            batch.known_unnamed(span_ids)
-        ctx.tables.ids.know_absent(span_ids)
-        return {}
 
     def record_span(
         self,
