@@ -63,7 +63,11 @@ LOOPBACK = ("127.0.0.1/32",)
 
 
 class Receiver:
-    """Records the first verified 200 of each webhook id; answers per ``mode``."""
+    """Records the first verified 200 of each webhook id, in the order answered.
+
+    It answers 500 until ``healthy_at`` (never while ``None``), then 200, each answer after
+    waiting ``hang`` seconds.
+    """
 
     def __init__(self) -> None:
         self.secret = ""
@@ -89,18 +93,20 @@ class Receiver:
                     receiver.arrived.notify_all()
                 if receiver.hang:
                     time.sleep(receiver.hang)
-                healthy = receiver.healthy_at is not None and time.monotonic() >= (
-                    receiver.healthy_at)
-                status = 200 if healthy else 500
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                # Recorded before answering: once the answer is written the sender may send
+                # the next event, whose handler could record it before this one got back.
                 with receiver.lock:
+                    healthy = receiver.healthy_at is not None and time.monotonic() >= (
+                        receiver.healthy_at)
+                    status = 200 if healthy else 500
                     if status == 200 and event_id not in receiver.first_ok:
                         receiver.first_ok[event_id] = time.monotonic()
                         receiver.order.append(event_id)
                     if status != 200:
                         receiver.failures += 1
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
