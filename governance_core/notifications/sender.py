@@ -216,6 +216,7 @@ class Sender:
         self._next_purge: datetime | None = None
         self._purge_after: str | None = None
         self._stopping = threading.Event()
+        self._held_until: datetime | None = None
 
     def _now(self) -> datetime:
         return self.governance.clock()
@@ -232,17 +233,27 @@ class Sender:
                     and lease.get("holder") != self.holder
                     and parse_timestamp(lease["expires_at"]) > now
                 ):
+                    self._held_until = None
                     return False
+                held_until = now + timedelta(seconds=self.settings.lease_seconds)
                 self.tables.sender_leases.put({
                     "id": LEASE_ID, "account_id": None, "holder": self.holder,
                     "inserted_at": format_timestamp(now),
-                    "expires_at": format_timestamp(
-                        now + timedelta(seconds=self.settings.lease_seconds)
-                    ),
+                    "expires_at": format_timestamp(held_until),
                 })
-                return True
+            self._held_until = held_until
+            return True
         except TemporarilyUnavailable:
+            # Not renewed: what was taken before still holds until it expires.
             return False
+
+    def holds_lease(self) -> bool:
+        """Whether the lease this sender last took or renewed has not expired yet.
+
+        A drain sends nothing once it has lapsed: another sender may have taken over, and two
+        sending to one destination would break its order.
+        """
+        return self._held_until is not None and self._now() < self._held_until
 
     def release(self) -> None:
         """Give the lease up at once, when this sender holds it."""
@@ -251,6 +262,7 @@ class Sender:
                 lease = self.tables.sender_leases.get(LEASE_ID)
                 if lease is not None and lease.get("holder") == self.holder:
                     self.tables.sender_leases.delete(LEASE_ID)
+            self._held_until = None
         except Exception:  # the store may be gone at shutdown: the lease lapses on its own
             LOG.warning("could not release the sender lease; it expires on its own")
 
@@ -328,8 +340,9 @@ class Sender:
             return 0
         attempted = 0
         for delivery in pending:
-            if self._stopping.is_set() or parse_timestamp(delivery["next_attempt_at"]) > (
-                self._now()
+            if (
+                self._stopping.is_set() or not self.holds_lease()
+                or parse_timestamp(delivery["next_attempt_at"]) > self._now()
             ):
                 break
             event = self.tables.notification_events.get(delivery["event_id"])

@@ -23,7 +23,7 @@ from governance_core.repository import SortKey
 from governance_core.service import Governance
 from governance_http.cli import main
 from tests.core.runs import account_caller
-from tests.notifications.conftest import LOOPBACK_ONLY, Receiver, quick_settings
+from tests.notifications.conftest import LOOPBACK_ONLY, Received, Receiver, quick_settings
 from tests.notifications.world import destination, new_run, raise_alert, verified
 from tests.stores import STORE_KINDS, make_store
 
@@ -57,6 +57,35 @@ def test_one_sender_holds_the_lease_until_it_lapses_or_is_released(
     second.close()
     assert first.acquire(), "closing gives the lease up"
     first.close()
+
+
+def test_a_drain_stops_sending_once_its_lease_has_lapsed(receiver: Receiver) -> None:
+    """A sender that could not renew its lease sends nothing more: another may have taken it."""
+    clock = FixedClock()
+    gov = Governance(make_store("memory"), clock=clock, ids=SeededIds(4),
+                     config=Config(webhook_allowed_networks=LOOPBACK_ONLY))
+    caller = account_caller(gov, gov.bootstrap())
+    destination(caller, receiver.url)
+    run_id = new_run(caller)
+    for index in range(3):
+        raise_alert(caller, run_id, name=f"a{index}")
+
+    def slow(request: Received) -> tuple[int, bytes, dict[str, str]]:
+        # The first request outlasts the lease, with no pass in between to renew it.
+        if len(receiver.received) == 1:
+            clock.advance(timedelta(seconds=31))
+        return 200, b"ok", {}
+
+    receiver.answer = slow
+    first = Sender(gov, quick_settings(lease_seconds=30), holder="first")
+    second = Sender(gov, quick_settings(lease_seconds=30), holder="second")
+    assert first.run_once() == 1, "the drain stopped after the request that outlasted it"
+    assert second.run_once() == 2, "the next holder sends the rest"
+    names = [json.loads(request.body)["data"]["alert"]["name"] for request in receiver.received]
+    assert names == ["a0", "a1", "a2"]
+    first.close()
+    second.close()
+    gov.close()
 
 
 def test_without_the_signing_library_the_sender_is_off_with_a_clear_message(
