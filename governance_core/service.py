@@ -368,10 +368,12 @@ class Governance:
     def _retrying(self, write: Callable[[], _T]) -> _T:
         """Run ``write``, again after a short jittered pause each time it raises WriteConflict.
 
-        A conflict rolled the whole transaction back, so running it again is safe; after
+        A conflict rolled the whole transaction back, so running it again is safe; it runs
+        again alone (:meth:`~governance_core.storage.protocol.TakesTurns.alone`: no other
+        transaction beside it, on a store whose writers run side by side). After
         :data:`WRITE_ATTEMPTS` runs it is raised (``temporarily_unavailable``). A write nested
-        in another (a bulk item) is not re-run alone: its transaction is the outer one's, which
-        is re-run whole.
+        in another (a bulk item) is not re-run by itself: its transaction is the outer one's,
+        which is re-run whole.
         """
         if getattr(self._writing, "active", False):
             return write()
@@ -379,12 +381,19 @@ class Governance:
         try:
             for attempt in range(1, WRITE_ATTEMPTS):
                 try:
-                    return write()
+                    with self._alone() if attempt > 1 else nullcontext():
+                        return write()
                 except WriteConflict:
                     time.sleep(random.uniform(0, _BACKOFF_SECONDS * 2**attempt))
-            return write()
+            with self._alone():
+                return write()
         finally:
             self._writing.active = False
+
+    def _alone(self) -> AbstractContextManager[None]:
+        # Where writers run side by side (PostgreSQL), a write that collided runs again alone:
+        # re-run beside the same writers it would mostly collide again.
+        return nullcontext() if self._turns is None else self._turns.alone()
 
     def _run(
         self,

@@ -245,6 +245,43 @@ class StoreContract:
         with store.transaction(), store.turn("contract"):
             store.put("teams", {"id": "t3"})
 
+    def test_a_transaction_opened_alone_runs_beside_no_other(self) -> None:
+        """A transaction opened alone waits for one under way, and a later one waits for it.
+
+        It sees what the one before it committed (it waited before its snapshot); opened
+        inside a transaction, the block runs as it is.
+        """
+        store = self.store
+        if not isinstance(store, TakesTurns):
+            return
+        began, order = threading.Event(), []
+
+        def side_by_side(name: str, hold: float) -> None:
+            with store.transaction():
+                store.put("teams", {"id": name, "name": name})
+                began.set()
+                time.sleep(hold)
+                order.append(name)
+
+        first = threading.Thread(target=side_by_side, args=("first", 0.2))
+        first.start()
+        try:
+            _check(began.wait(10), "the first transaction never began")
+            with store.alone(), store.transaction():
+                seen = store.get("teams", "first")
+                began.clear()
+                later = threading.Thread(target=side_by_side, args=("later", 0))
+                later.start()
+                _check(not began.wait(0.2), "a transaction began beside one opened alone")
+                order.append("alone")
+            later.join()
+        finally:
+            first.join()
+        _equal(order, ["first", "alone", "later"], "the order the transactions ran in")
+        _equal(seen, {"id": "first", "name": "first"}, "what the one opened alone saw")
+        with store.transaction(), store.alone():
+            store.put("teams", {"id": "t3"})
+
     def test_records_are_copies(self) -> None:
         """Mutating a record given to put, or one returned, never changes what is stored."""
         stored: Record = {"id": "t1", "name": "Platform", "tags": {"list": [1]}}

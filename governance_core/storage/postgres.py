@@ -97,6 +97,11 @@ _TURNS = 0x676F7674
 """The first key of every turn's advisory lock (the second is the hash of its name)."""
 _POOL_PARAMETERS = {"pool_min_size", "pool_max_size", "pool_timeout"}
 _ID = Column("id")
+_SHARED = 'LOCK TABLE "_writers" IN ROW SHARE MODE'
+"""A transaction's share of the store's writes (see :meth:`PostgresStore.alone`)."""
+_ALONE = 'LOCK TABLE "_writers" IN EXCLUSIVE MODE'
+"""What a transaction opened alone takes instead: every other transaction waits."""
+
 _LOG = logging.getLogger(__name__)
 
 
@@ -190,9 +195,31 @@ class PostgresStore:
             self._local.conn = conn
             try:
                 with conn.transaction():
+                    # Before the snapshot (a LOCK TABLE takes none), so a transaction that
+                    # waited for one run alone sees what it wrote.
+                    conn.execute(
+                        _ALONE if getattr(self._local, "alone", False) else _SHARED
+                    )
                     yield
             finally:
                 self._local.conn = None
+
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        """Open the block's outermost transactions alone (see ``TakesTurns.alone``).
+
+        Every transaction takes ``_writers`` in ROW SHARE mode as its first statement, one
+        opened alone in EXCLUSIVE mode, which waits for the others (and they for it); the
+        wait is bounded by ``lock_timeout_ms``.
+        """
+        if getattr(self._local, "conn", None) is not None or getattr(self._local, "alone", False):
+            yield
+            return
+        self._local.alone = True
+        try:
+            yield
+        finally:
+            self._local.alone = False
 
     @contextmanager
     def turn(self, name: str) -> Iterator[None]:
@@ -570,6 +597,8 @@ def _migrate_schema(conn: psycopg.Connection[Any]) -> None:
     conn.execute(
         'CREATE TABLE IF NOT EXISTS "_meta" (key text PRIMARY KEY, value text NOT NULL)'
     )
+    # No rows: transactions lock it to write alone or side by side (PostgresStore.alone).
+    conn.execute('CREATE TABLE IF NOT EXISTS "_writers" ()')
     row = conn.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchone()
     if row is not None and int(row[0]) > SCHEMA_VERSION:
         raise RuntimeError(

@@ -257,3 +257,14 @@ class TakesTurns(Protocol):
         predecessor committed. A busy wait raises ``temporarily_unavailable``.
         """
         ...
+
+    def alone(self) -> AbstractContextManager[None]:
+        """Run the outermost transactions this block opens while no other transaction runs.
+
+        Every transaction holds a share of the store's writes from before its snapshot; one
+        opened alone waits for those under way to end and holds new ones back until it
+        ends, in every process on the store. It overlaps no other writer, so none can
+        cancel it: a write cancelled by a collision is run again alone. A busy wait raises
+        ``temporarily_unavailable``; inside a transaction the block runs as it is.
+        """
+        ...
