@@ -23,6 +23,7 @@ from governance_core import policies
 from governance_core.caches import BoundedCache, Caches
 from governance_core.client import AccountOperations, Issued
 from governance_core.clock import Clock, SystemClock, format_timestamp
+from governance_core.contention import Contention
 from governance_core.context import Config, Context, KnownToken, Principal
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
 from governance_core.domain.batch import WriteBatch, keeps_rulesets
@@ -112,6 +113,7 @@ class Governance:
         self._tokens: BoundedCache[tuple[str, Hashable], KnownToken] = BoundedCache()
         self._writing = threading.local()
         self._turns = store if isinstance(store, TakesTurns) else None
+        self._contention = Contention()
 
     @classmethod
     def open(
@@ -378,13 +380,24 @@ class Governance:
         if getattr(self._writing, "active", False):
             return write()
         self._writing.active = True
+        # Where writers run side by side: while most writes collide, the first run goes alone
+        # too (contention.py); the outcome of a first run side by side is counted.
+        counted = self._contention if self._turns is not None else None
+        alone_first = counted is not None and counted.runs_alone(time.monotonic())
         try:
             for attempt in range(1, WRITE_ATTEMPTS):
+                first_side_by_side = attempt == 1 and not alone_first
                 try:
-                    with self._alone() if attempt > 1 else nullcontext():
-                        return write()
+                    with nullcontext() if first_side_by_side else self._alone():
+                        result = write()
                 except WriteConflict:
+                    if first_side_by_side and counted is not None:
+                        counted.record(True, time.monotonic())
                     time.sleep(random.uniform(0, _BACKOFF_SECONDS * 2**attempt))
+                else:
+                    if first_side_by_side and counted is not None:
+                        counted.record(False, time.monotonic())
+                    return result
             with self._alone():
                 return write()
         finally:

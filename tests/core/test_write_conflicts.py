@@ -141,3 +141,49 @@ def test_a_call_inside_a_governance_transaction_is_not_run_again_alone() -> None
     # Outside such a block the same conflict is run again, and the write is kept once.
     gov.call("teams/create", {"details": {"name": "Platform"}}, principal=principal)
     assert len(store.query("teams")) == 1
+
+
+class CollidingStoreWithTurns(CollidingStore):
+    """A colliding store whose writers run side by side: it notes which runs went alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ran_alone: list[int] = []
+        self._opening_alone = False
+
+    @contextmanager
+    def turn(self, name: str) -> Iterator[None]:
+        yield
+
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        self._opening_alone = True
+        try:
+            yield
+        finally:
+            self._opening_alone = False
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        if self.depth == 0 and self._opening_alone:
+            self.ran_alone.append(self.started + 1)
+        with super().transaction():
+            yield
+
+
+def test_a_collided_write_runs_again_alone_and_while_most_collide_the_first_run_too() -> None:
+    store = CollidingStoreWithTurns()
+    gov = Governance(store, clock=FixedClock(), ids=SeededIds(3))
+    admin = gov, gov.as_account(gov.bootstrap().account_id).principal
+    _create_team(admin, "quiet")
+    assert store.ran_alone == [], "nothing collided: every write runs side by side"
+    first = store.started + 1
+    store.collide = {first, first + 2}
+    _create_team(admin, "one")
+    assert store.ran_alone == [first + 1], "the re-run of the collided write went alone"
+    _create_team(admin, "two")
+    assert store.ran_alone == [first + 1, first + 3]
+    # Two of the last three first runs collided: the next write runs alone from its first run.
+    _create_team(admin, "three")
+    assert store.ran_alone == [first + 1, first + 3, first + 4]
+    assert sorted(t["name"] for t in store.query("teams")) == ["one", "quiet", "three", "two"]
