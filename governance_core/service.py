@@ -113,7 +113,8 @@ class Governance:
         self._tokens: BoundedCache[tuple[str, Hashable], KnownToken] = BoundedCache()
         self._writing = threading.local()
         self._turns = store if isinstance(store, TakesTurns) else None
-        self._contention = Contention()
+        # Where writers run side by side: how often this process's writes collided lately.
+        self._contention = Contention() if self._turns is not None else None
 
     @classmethod
     def open(
@@ -382,7 +383,7 @@ class Governance:
         self._writing.active = True
         # Where writers run side by side: while most writes collide, the first run goes alone
         # too (contention.py); the outcome of a first run side by side is counted.
-        counted = self._contention if self._turns is not None else None
+        counted = self._contention
         alone_first = counted is not None and counted.runs_alone(time.monotonic())
         try:
             for attempt in range(1, WRITE_ATTEMPTS):

@@ -247,13 +247,13 @@ class Sender:
             # Not renewed: what was taken before still holds until it expires.
             return False
 
-    def holds_lease(self) -> bool:
-        """Whether the lease this sender last took or renewed has not expired yet.
+    def holds_lease(self, now: datetime) -> bool:
+        """Whether the lease this sender last took or renewed has not expired by ``now``.
 
         A drain sends nothing once it has lapsed: another sender may have taken over, and two
         sending to one destination would break its order.
         """
-        return self._held_until is not None and self._now() < self._held_until
+        return self._held_until is not None and now < self._held_until
 
     def release(self) -> None:
         """Give the lease up at once, when this sender holds it."""
@@ -340,9 +340,10 @@ class Sender:
             return 0
         attempted = 0
         for delivery in pending:
+            now = self._now()
             if (
-                self._stopping.is_set() or not self.holds_lease()
-                or parse_timestamp(delivery["next_attempt_at"]) > self._now()
+                self._stopping.is_set() or not self.holds_lease(now)
+                or parse_timestamp(delivery["next_attempt_at"]) > now
             ):
                 break
             event = self.tables.notification_events.get(delivery["event_id"])
