@@ -53,7 +53,7 @@ def tests_postgres(session: nox.Session) -> None:
           for name in ("outbox", "delivery", "monitors", "secrets", "addresses")),
         *(f"tests/policies/test_{name}.py"
           for name in ("engine", "decisions", "approvals", "worked_policies", "guard",
-                       "processes")),
+                       "processes", "settings_mark")),
         *session.posargs,
         env={"GOVERNANCE_TEST_STORE": "postgres"},
     )

@@ -1,11 +1,13 @@
 """What one process may keep of the store between operations: only what never changes.
 
 A schema version is never changed once stored, so it is read once, and each of its span types
-is prepared once (its payload checks, and its score under each ruleset). A risk profile can
-change in any process at any time, so its record is read by every operation that needs it;
-only the parsing of its ruleset is kept, keyed by the ruleset's JSON text (a changed ruleset
-is a new key). A token and its account are kept by ``Governance`` itself, under the store's
-change mark of tokens and accounts: any change to either is a new key.
+is prepared once (its payload checks, and its score under each ruleset). A risk profile or a
+policy can change in any process at any time: an agent's ruleset and an account's policies
+are kept under the store's change mark of them that a call read before its transaction
+(:attr:`~governance_core.context.Context.settings_mark`), any change of either being a new
+mark; without a mark they are read again by every operation that needs them, and only the
+parsing of a ruleset is kept, keyed by the ruleset's JSON text (a changed ruleset is a new
+key). A token and its account are kept by ``Governance`` itself, under the same mark.
 
 Beside them, and not read from the store: the recent failed attempts to present a credential
 (:mod:`governance_core.rate_limits`).
@@ -14,7 +16,7 @@ Beside them, and not read from the store: the recent failed attempts to present 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -22,6 +24,7 @@ from governance_core.models.records import Record
 from governance_core.rate_limits import FailedAttempts
 
 if TYPE_CHECKING:
+    from governance_core.policies.deciding import ActivePolicies
     from governance_core.repository import RecordTable
     from governance_core.rules.payload_validation import SpanType
     from governance_core.rules.risk import Ruleset
@@ -68,6 +71,15 @@ class Caches:
         self.run_schema_versions: BoundedCache[str, tuple[str, str]] = BoundedCache()
         # By the JSON text of a stored ruleset: the ruleset, parsed.
         self.rulesets: BoundedCache[str, Ruleset] = BoundedCache()
+        # By account, risk profile id (None: the account's default) and settings mark: the
+        # ruleset that scores an agent of that profile.
+        self.marked_rulesets: BoundedCache[tuple[str, str | None, Hashable], Ruleset] = (
+            BoundedCache()
+        )
+        # By account and settings mark: the account's live policies, compiled.
+        self.marked_policies: BoundedCache[tuple[str, Hashable], ActivePolicies] = (
+            BoundedCache()
+        )
         # By schema version id and a kept ruleset's identity: that ruleset (so its identity
         # stays its own while it is kept) and each span type's score under it.
         self.type_scores: BoundedCache[

@@ -9,7 +9,7 @@ store, the clock, the ids and the caller from it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -134,6 +134,11 @@ class Context:
     ``write_batch`` is what the span writes of its transaction share and leave to its end,
     when it runs in a batch (:class:`~governance_core.domain.batch.WriteBatch`: a bulk
     request, or :meth:`~governance_core.service.Governance.transaction`).
+    ``settings_mark`` is the store's change mark of the risk profiles and policies (among
+    others) read as the call authenticated, before its transaction, while nothing the call
+    ran since can have changed either (None: unknown): the rulesets and the policies are kept
+    under it, so that a span write or a decision reads neither again while no process
+    changed them.
     """
 
     store: Store
@@ -147,6 +152,7 @@ class Context:
     caches: Caches = attrs.field(factory=Caches)
     prepared: object = None
     write_batch: object = None
+    settings_mark: Hashable | None = None
     _tables: Tables | None = attrs.field(default=None, init=False, eq=False, repr=False)
 
     @property

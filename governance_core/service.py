@@ -26,7 +26,7 @@ from governance_core.clock import Clock, SystemClock, format_timestamp
 from governance_core.contention import Contention
 from governance_core.context import Config, Context, KnownToken, Principal
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
-from governance_core.domain.batch import WriteBatch, keeps_rulesets
+from governance_core.domain.batch import WriteBatch, keeps_settings
 from governance_core.encryption import cipher_from_key
 from governance_core.errors import (
     BadAuthToken,
@@ -180,6 +180,7 @@ class Governance:
             self.registry, invoke, self.caches,
             # Inside a transaction that keeps its runs' rollups to its end, that one's.
             write_batch=getattr(self._writing, "batch", None),
+            settings_mark=getattr(self._writing, "settings_mark", None),
         )
 
     def _operation(self, name: str) -> Operation:
@@ -194,6 +195,10 @@ class Governance:
         A token that failed too often lately is refused ``temporarily_unavailable`` (rate
         limited) without being looked up (:mod:`governance_core.rate_limits`).
         """
+        return self._authenticate(token)[0]
+
+    def _authenticate(self, token: str | None) -> tuple[Principal, Hashable | None]:
+        """:meth:`authenticate`, with the change mark of the settings it read (see ``_token``)."""
         if not token:
             raise NotAuthenticated()
         token_hash = hash_secret(token)
@@ -202,7 +207,7 @@ class Governance:
         try:
             if not token.startswith(TOKEN_PREFIX):
                 raise BadAuthToken("the access token is malformed")
-            known = self._token(token_hash)
+            known, mark = self._token(token_hash)
             now = self.clock()
             if known.status != "active":
                 raise BadAuthToken(f"the access token is {known.status}")
@@ -216,15 +221,17 @@ class Governance:
             token_id, admin_user_id = known.principal.token_id, known.principal.admin_user_id
             assert token_id is not None, "a token's caller always names the token"
             self._retrying(lambda: self._record_use(token_id, admin_user_id, now))
-        return known.principal
+        return known.principal, mark
 
-    def _token(self, token_hash: str) -> KnownToken:
+    def _token(self, token_hash: str) -> tuple[KnownToken, Hashable | None]:
         """The stored token with ``token_hash``, as a :class:`KnownToken`; else bad_authtoken.
 
         The token and its account are read again unless the store can tell that no token or
         account changed since they were last read
         (:class:`~governance_core.storage.protocol.ChangeMarks`): a suspended or revoked
-        token stops working at once in every process.
+        token stops working at once in every process. The same mark covers the risk profiles
+        and policies (the settings a span write and a decision apply): it is returned, None
+        where the store keeps no marks, for the call to look them up by (:meth:`call`).
         """
         def read() -> KnownToken:
             found = self.tables.api_tokens.query([Filter("token_hash", "eq", token_hash)])
@@ -236,12 +243,14 @@ class Governance:
             return KnownToken.of(found[0], account["partition"])
 
         tables = self.tables
-        mark = tables.change_mark(tables.api_tokens, tables.accounts)
+        mark = tables.change_mark(
+            tables.api_tokens, tables.accounts, tables.risk_profiles, tables.policies
+        )
         if mark is None:
-            return read()
+            return read(), None
         kept = self._tokens.get((token_hash, mark), read)
         assert kept is not None
-        return kept
+        return kept, mark
 
     def _record_use(self, token_id: str, admin_user_id: str | None, now: datetime) -> None:
         """Stamp the token's ``last_used_at`` and its admin user's ``last_active_at``."""
@@ -290,10 +299,22 @@ class Governance:
         Failures raise a :class:`~governance_core.errors.GovernanceError`.
         """
         op = self._operation(operation)
+        mark = None
         if principal is None and op.authenticated:
-            principal = self.authenticate(token)
+            principal, mark = self._authenticate(token)
         key = resolve_key(params, idempotency_keys) if op.idempotent else None
-        return self._run(op, principal, params or {}, key, prepared)
+        writing = self._writing
+        if getattr(writing, "calling", False):
+            # A call made by an operation of another: the outer call's settings mark stands.
+            return self._run(op, principal, params or {}, key, prepared)
+        writing.calling = True
+        # Read before any transaction opened: inside one, the store's mark means nothing.
+        writing.settings_mark = None if getattr(writing, "active", False) else mark
+        try:
+            return self._run(op, principal, params or {}, key, prepared)
+        finally:
+            writing.calling = False
+            writing.settings_mark = None
 
     def prepare(
         self, operation: str, params: Mapping[str, Any], *, principal: Principal
@@ -392,6 +413,8 @@ class Governance:
                     with nullcontext() if first_side_by_side else self._alone():
                         result = write()
                 except WriteConflict:
+                    # What it collided with may have changed a setting: looked up again.
+                    self._writing.settings_mark = None
                     if first_side_by_side and counted is not None:
                         counted.record(True, time.monotonic())
                     time.sleep(random.uniform(0, _BACKOFF_SECONDS * 2**attempt))
@@ -420,9 +443,13 @@ class Governance:
         if principal is not None and principal.scope not in op.scopes:
             raise NotPermitted(f"a {principal.scope} token may not call {op.name}")
         batch: WriteBatch | None = getattr(self._writing, "batch", None)
+        keeps = op.batch or keeps_settings(op.name, write=op.write)
+        if not keeps:
+            # It may change a ruleset or a policy: the settings mark read before it is stale.
+            self._writing.settings_mark = None
         if batch is not None and not op.defers_rollups:
             # It may read or change what the rollups are made of: they are kept first.
-            batch.keep(keep_rulesets=keeps_rulesets(op.name, write=op.write))
+            batch.keep(keep_rulesets=keeps)
         if not op.write:
             return op.handler(self.context(principal), Fields(params))
         if prepared is None and not getattr(self._writing, "active", False):

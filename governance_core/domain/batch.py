@@ -31,26 +31,27 @@ from governance_core.domain.risk import Rulesets
 from governance_core.repository import Record
 
 __all__ = [
-    "RULESETS_KEPT_ACROSS", "RecordedJudge", "WriteBatch", "batch_of", "deferring_batch",
-    "keeps_rulesets", "span_rollups", "write_rulesets",
+    "SETTINGS_KEPT_ACROSS", "RecordedJudge", "WriteBatch", "batch_of", "deferring_batch",
+    "keeps_settings", "span_rollups", "write_rulesets",
 ]
 
-RULESETS_KEPT_ACROSS: Final = frozenset({
+SETTINGS_KEPT_ACROSS: Final = frozenset({
     "agent_instances", "agent_spans", "alerts", "approvals", "decisions",
 })
-"""The resources whose write operations never change what a ruleset is read from (a risk
-profile, the profile an agent is assigned, the account's default): a batch keeps its
-rulesets across them."""
+"""The resources whose write operations never change a policy or what a ruleset is read from
+(a risk profile, the profile an agent is assigned, the account's default): a batch keeps its
+rulesets across them, and a call its settings mark (:class:`~governance_core.context.
+Context`)."""
 
 
-def keeps_rulesets(operation: str, *, write: bool) -> bool:
-    """Whether a batch keeps its rulesets across ``operation`` (a read, or a listed write).
+def keeps_settings(operation: str, *, write: bool) -> bool:
+    """Whether ``operation`` (a read, or a listed write) leaves every ruleset and policy as is.
 
-    The write of a resource in :data:`RULESETS_KEPT_ACROSS` changes no ruleset. An export of
-    short traces finishes a run a trace, and would otherwise look its agent's profile up
-    again after each.
+    The write of a resource in :data:`SETTINGS_KEPT_ACROSS` changes none. An export of
+    short traces finishes a run a trace, and a batch would otherwise look its agent's profile
+    up again after each.
     """
-    return not write or operation.partition("/")[0] in RULESETS_KEPT_ACROSS
+    return not write or operation.partition("/")[0] in SETTINGS_KEPT_ACROSS
 
 
 RecordedJudge = Callable[[Context, Record, Sequence[Record]], None]
@@ -105,7 +106,7 @@ class WriteBatch:
         """Keep the noted runs' rollups, in the transaction that moved them, and forget them.
 
         The rulesets are forgotten too, unless ``keep_rulesets`` (the operation about to run
-        cannot change one: :func:`keeps_rulesets`).
+        cannot change one: :func:`keeps_settings`).
         """
         runs, scored, rulesets, created = self._runs, self._scored, self._rulesets, self._created
         self._runs, self._scored, self._created = {}, {}, {}

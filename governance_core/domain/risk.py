@@ -65,7 +65,22 @@ def profile_ruleset(profile: RiskProfile) -> Ruleset:
 
 
 def ruleset_for(ctx: Context, risk_profile_id: str | None) -> Ruleset:
-    """Return the ruleset that scores an agent: its profile's, else the account default's."""
+    """Return the ruleset that scores an agent: its profile's, else the account default's.
+
+    Read once per change of any risk profile or policy while the call knows its settings
+    mark (:attr:`~governance_core.context.Context.settings_mark`).
+    """
+    mark = ctx.settings_mark
+    if mark is None:
+        return _read_ruleset(ctx, risk_profile_id)
+    ruleset = ctx.caches.marked_rulesets.get(
+        (ctx.account_id, risk_profile_id, mark), lambda: _read_ruleset(ctx, risk_profile_id)
+    )
+    assert ruleset is not None
+    return ruleset
+
+
+def _read_ruleset(ctx: Context, risk_profile_id: str | None) -> Ruleset:
     if risk_profile_id is not None:
         record = ctx.tables.risk_profiles.get(risk_profile_id)
         if record is not None and record["account_id"] == ctx.account_id:

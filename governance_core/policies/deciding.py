@@ -186,7 +186,23 @@ def _kept(caches: Caches) -> _Kept:
 
 
 def active_policies(ctx: Context) -> ActivePolicies:
-    """The caller's account's live policies, compiled once per change of any of them."""
+    """The caller's account's live policies, compiled once per change of any of them.
+
+    Not even their versions are read again while the call's settings mark
+    (:attr:`~governance_core.context.Context.settings_mark`) stays the one they were read
+    under.
+    """
+    mark = ctx.settings_mark
+    if mark is None:
+        return _read_active_policies(ctx)
+    found = ctx.caches.marked_policies.get(
+        (ctx.account_id, mark), lambda: _read_active_policies(ctx)
+    )
+    assert found is not None
+    return found
+
+
+def _read_active_policies(ctx: Context) -> ActivePolicies:
     account = ctx.account_id
     rows = ctx.tables.policies.aggregate(sums=["version"], filters=[tenant_filter(account)])
     stamp = (rows[0].count, rows[0].sums[0]) if rows else (0, 0)

@@ -65,7 +65,8 @@ class Table:
     """A table: its declared fields and the indexes worth keeping.
 
     ``marked``: the store counts the table's changes, so that what is read of it can be kept
-    while the count stays the same (the tokens and accounts every call authenticates with; see
+    while the count stays the same (the tokens and accounts every call authenticates with, and
+    the risk profiles and policies every span write and decision applies; see
     :class:`~governance_core.storage.protocol.ChangeMarks`).
 
     ``index_each`` indexes every declared field on its own besides ``indexes``; a table
@@ -162,7 +163,7 @@ TABLES: dict[str, Table] = {
         _resource("teams", accounts.Team),
         _resource("team_memberships", accounts.TeamMembership, records_ids=False),
         _resource("environments", accounts.Environment),
-        _resource("risk_profiles", accounts.RiskProfile),
+        _resource("risk_profiles", accounts.RiskProfile, marked=True),
         _resource(
             "agents", agents.Agent,
             # Every span that moves its run's last activity rewrites the agent: an index on
@@ -280,7 +281,7 @@ TABLES: dict[str, Table] = {
         # approval names its decision), so no index holds it: each one is one more B-tree
         # page every decision writes.
         _resource(
-            "policies", policies.Policy,
+            "policies", policies.Policy, marked=True,
             indexes=(("account_id", "version"),),
         ),
         _resource(
@@ -302,13 +303,14 @@ TABLES: dict[str, Table] = {
     )
 }
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Version 4 added the :data:`IDS` table, filled from the resource tables as a store opens;
 version 5 the runs' duration and span count rollups and the ``run_models`` table; version 6
 the runs' ``session_id`` and ``user_id`` (backfilled from the stored records as a store
 opens) and ``span_bucket`` (a run written before it gets one with its next write); version 7
 SQLite's rows that keep a declared field in its column alone (older libraries would read
-``null`` there, so they refuse such a file)."""
+``null`` there, so they refuse such a file); version 8 counts the changes of risk profiles and
+policies."""
 
 
 def kinded_tables() -> list[Table]:

@@ -4,9 +4,10 @@ A span create needs: the token and its account (authentication; read again only 
 store's change mark says a token or account may have changed), the idempotency record,
 the run, the span's insert, the run's rewrite, the agent (read once: its
 ``last_activity_span_at`` moves, and its risk profile scores the run) and its rewrite, the
-risk profile (the critical risk check of a span type with data risk), the idempotency
-record's insert, the account's live policies (detective mode judges the span when there are
-any), and the transaction around them. The schema version is read once per
+idempotency record's insert, and the transaction around them. The agent's risk profile (the
+critical risk check of a span type with data risk) and the account's live policies
+(detective mode judges the span when there are any) are read again only when the same change
+mark says a risk profile or policy may have changed. The schema version is read once per
 process. The run and the agent are read once and written once a transaction, however many
 spans of a bulk request move them.
 """
@@ -102,11 +103,10 @@ def test_a_span_create_runs_the_statements_its_rules_need() -> None:
         # those (the run's total_cost, which the console's plots read) are rewritten.
         "UPDATE agent_instances",
         "SELECT agents", "UPDATE agents",
-        "SELECT risk_profiles",
+        # The agent's risk profile and the account's live policies (detective mode would
+        # judge the span before the commit) are not read: no risk profile or policy has
+        # changed since they were read under the same change mark.
         "INSERT idempotency_keys",
-        # Detective mode: the account's live policies (their count and versions; none here,
-        # so nothing is judged) would judge the span before the commit.
-        "SELECT policies",
         "COMMIT",
     ]
 
