@@ -65,10 +65,11 @@ class Caches:
         self._schema_versions: BoundedCache[str, Record] = BoundedCache()
         # By schema version id and span type name: a span type's prepared payload checks.
         self.span_types: BoundedCache[tuple[str, str], SpanType] = BoundedCache()
-        # By run id: the run's account and schema version id, as a hint only (a write checks
-        # the run it reads in its transaction against it) for the payload checks made before
-        # that transaction opens.
-        self.run_schema_versions: BoundedCache[str, tuple[str, str]] = BoundedCache()
+        # By run id: the run's account, schema version id and agent id (none of which ever
+        # changes), as a hint only (a write checks the run it reads in its transaction
+        # against it) for the payload checks made before that transaction opens, and for the
+        # records it reads as it opens.
+        self.run_schema_versions: BoundedCache[str, tuple[str, str, str]] = BoundedCache()
         # By the JSON text of a stored ruleset: the ruleset, parsed.
         self.rulesets: BoundedCache[str, Ruleset] = BoundedCache()
         # By account, risk profile id (None: the account's default) and settings mark: the

@@ -27,6 +27,7 @@ from governance_core.contention import Contention
 from governance_core.context import Config, Context, KnownToken, Principal
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
 from governance_core.domain.batch import WriteBatch, keeps_settings
+from governance_core.domain.runs import PreparedChecks
 from governance_core.encryption import cipher_from_key
 from governance_core.errors import (
     BadAuthToken,
@@ -480,15 +481,28 @@ class Governance:
                     owned.keep()
                 return response
 
-    @staticmethod
     def _respond(
-        op: Operation, ctx: Context, params: Mapping[str, Any], key: str | None
+        self, op: Operation, ctx: Context, params: Mapping[str, Any], key: str | None
     ) -> dict[str, Any]:
-        """Run ``op``'s handler, or replay the response stored under its idempotency key."""
+        """Run ``op``'s handler, or replay the response stored under its idempotency key.
+
+        What the write will read first (its idempotency record, and the records its
+        preparation names: a span write's run and agent) is read together, where the store
+        reads several in one round trip.
+        """
         principal = ctx.principal
-        if key is None or principal is None or not op.idempotent:
+        request = (
+            None if key is None or principal is None or not op.idempotent
+            else IdempotentRequest(principal.account_id, op.name, key, params)
+        )
+        prepared = ctx.prepared
+        if isinstance(prepared, PreparedChecks) and prepared.reads:
+            self._operations_store.read_ahead_records(
+                prepared.reads if request is None
+                else [(ctx.tables.idempotency_keys.name, request.record_id), *prepared.reads]
+            )
+        if request is None:
             return op.handler(ctx, Fields(params))
-        request = IdempotentRequest(principal.account_id, op.name, key, params)
         replay = request.replay(ctx)
         if replay is not None:
             return replay

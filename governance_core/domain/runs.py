@@ -200,12 +200,16 @@ class PreparedChecks:
     ``schema_version_id`` only: the write asks :meth:`for_run` with the run it read in its
     transaction, and checks the payloads itself when that answers None. ``parsed`` is what
     the operation read from its parameters to make them (whatever the run), for it to take
-    again rather than read them twice; None when it keeps nothing.
+    again rather than read them twice; None when it keeps nothing. ``reads`` are the records
+    the write will read, by table and id (its run and the run's agent), for the store to read
+    together as the transaction opens (:meth:`~governance_core.storage.protocol.ReadAhead.
+    read_ahead_records`).
     """
 
     schema_version_id: str
     derived: Mapping[tuple[str, str], dict[str, Any]]
     parsed: object = None
+    reads: tuple[tuple[str, str], ...] = ()
 
     def for_run(self, instance: Record, group: str, name: str) -> dict[str, Any] | None:
         """What the checks of entry ``name`` of ``group`` give a span of the run ``instance``.
@@ -229,11 +233,9 @@ def prepare_checks(
     taken from :func:`remember_schema_version`'s hint, else from one read of the run (it is
     remembered then). None when there is no such run of the caller's account.
     """
-    def read() -> tuple[str, str] | None:
+    def read() -> tuple[str, str, str] | None:
         instance = ctx.tables.agent_instances.get(instance_id)
-        if instance is None:
-            return None
-        return instance["account_id"], instance["agent_schema_version_id"]
+        return None if instance is None else _run_hint(instance)
 
     hint = ctx.caches.run_schema_versions.get(instance_id, read)
     if hint is None or hint[0] != ctx.account_id:
@@ -241,14 +243,17 @@ def prepare_checks(
     schema_version = ctx.caches.schema_version(ctx.tables.agent_schema_versions, hint[1])
     if schema_version is None:
         return None
-    return PreparedChecks(schema_version["id"], compute(schema_version))
+    reads = (("agent_instances", instance_id), ("agents", hint[2]))
+    return PreparedChecks(schema_version["id"], compute(schema_version), reads=reads)
+
+
+def _run_hint(instance: Record) -> tuple[str, str, str]:
+    return instance["account_id"], instance["agent_schema_version_id"], instance["agent_id"]
 
 
 def remember_schema_version(ctx: Context, instance: Record) -> None:
-    """Keep the run's schema version id for :func:`prepare_checks` (a run's never changes)."""
-    ctx.caches.run_schema_versions.get(
-        instance["id"], lambda: (instance["account_id"], instance["agent_schema_version_id"])
-    )
+    """Keep the run's schema version and agent for :func:`prepare_checks` (they never change)."""
+    ctx.caches.run_schema_versions.get(instance["id"], lambda: _run_hint(instance))
 
 
 def cancelled_by_termination(instance: Record, span: AgentSpan) -> bool:

@@ -25,6 +25,7 @@ from governance_core.storage.protocol import (
     AggregateRow,
     ChangeMarks,
     Filter,
+    GetsMany,
     GroupBy,
     NullsOrder,
     Record,
@@ -657,6 +658,45 @@ class StoreContract:
         with self.store.transaction():
             self.store.put("teams", {"id": "after"})
         _equal(self.query_ids("teams"), ["after", "gone", "kept"], "a transaction after")
+
+    def test_a_transaction_may_write_nothing_or_open_a_savepoint_first(self) -> None:
+        """A transaction that runs no statement, or a savepoint before anything else, works.
+
+        A store may send a transaction's BEGIN with its first statement (PostgreSQL does).
+        """
+        with self.store.transaction():
+            pass
+        with self.store.transaction():
+            with self.store.transaction():
+                self.store.put("teams", {"id": "inner"})
+            self.store.put("teams", {"id": "outer"})
+        _equal(self.query_ids("teams"), ["inner", "outer"], "savepoint first, both committed")
+        try:
+            with self.store.transaction():
+                with self.store.transaction():
+                    self.store.put("teams", {"id": "undone"})
+                raise _Boom()
+        except _Boom:
+            pass
+        _equal(self.query_ids("teams"), ["inner", "outer"], "savepoint first, rolled back")
+
+    def test_records_of_several_tables_are_read_together(self) -> None:
+        """A store that reads many records at once answers each as its get would."""
+        store = self.store
+        if not isinstance(store, GetsMany):
+            return
+        self.put_all("teams", {"id": "t1", "name": "one"})
+        store.put("people", {"id": "p1", "name": "someone"})
+        keys = [("teams", "t1"), ("people", "p1"), ("teams", "missing"), ("ids", "t1")]
+        expected = [store.get(table, record_id) for table, record_id in keys]
+        _equal(store.get_many(keys), expected, "outside a transaction")
+        with store.transaction():
+            store.put("teams", {"id": "missing", "name": "now"})
+            _equal(store.get_many(keys[2:3]), [{"id": "missing", "name": "now"}],
+                   "inside a transaction, after its own write")
+        with store.transaction():
+            _equal(store.get_many(keys), [store.get(t, i) for t, i in keys], "first statement")
+        _raises(ValueError, lambda: store.get_many([("nope", "x")]), "an unknown table")
 
     def test_nested_transactions_are_savepoints(self) -> None:
         """An inner block commits with the outer one; an error leaving it undoes only its own.

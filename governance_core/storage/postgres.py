@@ -30,6 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import psycopg
 import psycopg.errors
 from psycopg import IsolationLevel, sql
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from governance_core.errors import TemporarilyUnavailable, WriteConflict
@@ -97,6 +98,7 @@ _TURNS = 0x676F7674
 """The first key of every turn's advisory lock (the second is the hash of its name)."""
 _POOL_PARAMETERS = {"pool_min_size", "pool_max_size", "pool_timeout"}
 _ID = Column("id")
+_BEGIN = "BEGIN ISOLATION LEVEL SERIALIZABLE"
 _SHARED = 'LOCK TABLE "_writers" IN ROW SHARE MODE'
 """A transaction's share of the store's writes (see :meth:`PostgresStore.alone`)."""
 _ALONE = 'LOCK TABLE "_writers" IN EXCLUSIVE MODE'
@@ -168,13 +170,51 @@ class PostgresStore:
         self, query: str, params: Sequence[Any] = (), *, fetch: bool = True
     ) -> list[tuple[Any, ...]]:
         with self._borrow() as conn:
+            if self._opening(conn):
+                with conn.pipeline():
+                    self._open(conn)
+                    cursor = conn.execute(query, params)
+                    return cursor.fetchall() if fetch else []
             cursor = conn.execute(query, params)
             return cursor.fetchall() if fetch else []
 
     def _execute_many(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
         # psycopg sends the rows in one pipeline: one round trip, not one a row.
-        with self._borrow() as conn, conn.cursor() as cursor:
+        with self._borrow() as conn, conn.pipeline(), conn.cursor() as cursor:
+            self._open(conn)
             cursor.executemany(query, rows)
+
+    def _opening(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether ``conn`` holds a transaction whose BEGIN is still to be sent."""
+        return conn is getattr(self._local, "conn", None) and bool(
+            getattr(self._local, "opening", ())
+        )
+
+    def _open(self, conn: psycopg.Connection[Any]) -> None:
+        """Send the held transaction's BEGIN and share of the writes, if not sent yet.
+
+        In a pipeline they go with the statements that follow, in one round trip.
+        """
+        if self._opening(conn):
+            statements, self._local.opening = self._local.opening, ()
+            for statement in statements:
+                conn.execute(statement, prepare=False)
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Record | None]:
+        """The records under ``keys`` (table and id), None where missing: one round trip."""
+        for table, record_id in keys:
+            check_key(table, record_id)
+        with _translated(), self._borrow() as conn, conn.pipeline():
+            self._open(conn)
+            cursors = [
+                conn.execute(self._statements[table].get, (_text(record_id),))
+                for table, record_id in keys
+            ]
+            rows = [cursor.fetchall() for cursor in cursors]
+        return [
+            None if not found else _id_record(found[0][0]) if table == IDS else found[0][0]
+            for (table, _), found in zip(keys, rows, strict=True)
+        ]
 
     # -- the port ------------------------------------------------------------------------
     @contextmanager
@@ -185,24 +225,36 @@ class PostgresStore:
         """
         held: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         if held is not None:
-            with _translated(), held.transaction():
-                yield
+            with _translated():
+                if self._opening(held):
+                    # A savepoint needs its transaction begun.
+                    with held.pipeline():
+                        self._open(held)
+                with held.transaction():
+                    yield
             return
         turned: psycopg.Connection[Any] | None = getattr(self._local, "turn", None)
         with _translated(), self._pool.connection() if turned is None else nullcontext(
             turned
         ) as conn:
             self._local.conn = conn
+            # BEGIN and the share of the writes go with the transaction's first statement, in
+            # one round trip. The share is taken before the snapshot (a LOCK TABLE takes
+            # none), so a transaction that waited for one run alone sees what it wrote.
+            self._local.opening = (
+                _BEGIN, _ALONE if getattr(self._local, "alone", False) else _SHARED
+            )
             try:
-                with conn.transaction():
-                    # Before the snapshot (a LOCK TABLE takes none), so a transaction that
-                    # waited for one run alone sees what it wrote.
-                    conn.execute(
-                        _ALONE if getattr(self._local, "alone", False) else _SHARED
-                    )
+                try:
                     yield
+                except BaseException:
+                    _roll_back(conn)
+                    raise
+                if not self._local.opening:
+                    conn.commit()
             finally:
                 self._local.conn = None
+                self._local.opening = ()
 
     @contextmanager
     def alone(self) -> Iterator[None]:
@@ -258,6 +310,7 @@ class PostgresStore:
             return
         try:
             with _translated(), held.pipeline():
+                self._open(held)
                 try:
                     yield
                 except BaseException:
@@ -450,6 +503,21 @@ class _PipelineEchoes(logging.Filter, threading.local):
 _ECHO_PREFIX = "error ignored "
 _pipeline_echoes = _PipelineEchoes()
 logging.getLogger("psycopg").addFilter(_pipeline_echoes)
+
+
+def _roll_back(conn: psycopg.Connection[Any]) -> None:
+    """End the connection's open transaction, if any, by rolling it back.
+
+    Through the driver's own rollback, which forgets the statements it prepared: one whose
+    preparation was queued in a pipeline behind a failed statement was never prepared. A
+    connection that cannot roll back (it broke) is left as it is: the pool discards it.
+    """
+    if conn.closed or conn.info.transaction_status == TransactionStatus.IDLE:
+        return
+    try:
+        conn.rollback()
+    except psycopg.Error:
+        _LOG.debug("a transaction could not be rolled back; its connection is discarded")
 
 
 @contextmanager

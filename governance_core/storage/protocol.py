@@ -43,6 +43,7 @@ __all__ = [
     "ChangeMarks",
     "Filter",
     "FilterOp",
+    "GetsMany",
     "GroupBy",
     "NullsOrder",
     "PreparedWrites",
@@ -222,6 +223,27 @@ class ReadAhead(Protocol):
 
     def know_absent(self, table: str, record_ids: Collection[str]) -> None:
         """Take the records of ``table`` with ``record_ids`` as missing: gets read nothing."""
+        ...
+
+    def read_ahead_records(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Read the records under ``keys`` (table and id) of several tables, for later gets.
+
+        Only where the store beneath reads them together (:class:`GetsMany`); else nothing.
+        """
+        ...
+
+
+@runtime_checkable
+class GetsMany(Protocol):
+    """An optional capability: reading records of several tables in one round trip.
+
+    PostgreSQL sends the reads in one pipeline; inside a transaction whose first statements
+    they are, with its BEGIN too. The write-behind wrapper reads a write's idempotency
+    record, run and agent with it as the write's transaction opens.
+    """
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Record | None]:
+        """The records under ``keys`` (table and id), in order, None for each one missing."""
         ...
 
 

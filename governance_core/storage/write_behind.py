@@ -48,6 +48,7 @@ from governance_core.storage.protocol import (
     AggregateRow,
     BatchedWrites,
     Filter,
+    GetsMany,
     GroupBy,
     PreparedWrites,
     Record,
@@ -117,6 +118,7 @@ class WriteBehindStore:
             inner if isinstance(inner, PreparedWrites) else None
         )
         self._batching: BatchedWrites | None = inner if isinstance(inner, BatchedWrites) else None
+        self._getting: GetsMany | None = inner if isinstance(inner, GetsMany) else None
 
     def transaction(self) -> AbstractContextManager[None]:
         """The inner store's transaction; kept records are passed on before it commits.
@@ -255,6 +257,28 @@ class WriteBehindStore:
                 memory.records[key] = found[record_id]
             else:
                 memory.absent.add(key)
+
+    def read_ahead_records(self, keys: Sequence[_Key]) -> None:
+        """Read the records under ``keys`` (table and id) together, for later gets.
+
+        Within a transaction, and only where the inner store reads several in one round trip
+        (:class:`~governance_core.storage.protocol.GetsMany`): the gets of those keys are then
+        answered from memory, found or not. Keys already known are not read again.
+        """
+        memory = self._memory
+        if not memory.depth or self._getting is None:
+            return
+        wanted = [
+            key for key in dict.fromkeys(keys)
+            if key[0] in self._tables and key not in memory.records and key not in memory.absent
+        ]
+        if not wanted:
+            return
+        for key, record in zip(wanted, self._getting.get_many(wanted), strict=True):
+            if record is None:
+                memory.absent.add(key)
+            else:
+                memory.records[key] = record
 
     def know_absent(self, table: str, record_ids: Collection[str]) -> None:
         """Take the records of a kept table with ``record_ids`` as missing, without reading.

@@ -282,6 +282,34 @@ def test_a_held_lock_past_the_lock_timeout_is_temporarily_unavailable(url: str) 
         store.close()
 
 
+def test_statements_queued_behind_a_failed_one_are_run_again_unprepared(url: str) -> None:
+    """A read that never ran because the statement before it failed leaves nothing behind.
+
+    A transaction sends its BEGIN and its share of the writes with its first statements, in
+    one pipeline: when the share cannot be had, the reads queued behind it do not run, nor
+    does the preparing of a statement the driver was about to prepare. The transaction's
+    rollback makes the driver forget what it took for prepared.
+    """
+    store = _open(url, lock_timeout_ms=100)
+    keys = [("teams", "t1"), ("people", "p1")]
+    try:
+        store.put("teams", {"id": "t1"})
+        with pytest.raises(ValueError), store.transaction():
+            store.put("teams", {"id": "t2"})
+            raise ValueError("a transaction rolled back before")
+        for _ in range(5):  # the driver prepares a statement on its sixth run
+            assert store.get_many(keys) == [{"id": "t1"}, None]
+        with _raw(url) as other, other.transaction():
+            other.execute('LOCK TABLE "_writers" IN EXCLUSIVE MODE')
+            with pytest.raises(TemporarilyUnavailable), store.transaction():
+                store.get_many(keys)
+        assert store.get_many(keys) == [{"id": "t1"}, None]
+        with store.transaction():
+            assert store.get_many(keys) == [{"id": "t1"}, None]
+    finally:
+        store.close()
+
+
 def test_a_lost_connection_is_temporarily_unavailable_and_the_store_recovers(url: str) -> None:
     url = with_query(url, application_name="gov-lost-connection")
     store = _open(url)

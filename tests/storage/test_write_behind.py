@@ -264,3 +264,47 @@ def test_records_known_absent_are_not_read_and_a_put_of_one_is_found(
     with store.transaction():
         # What was known absent lasts for its transaction only.
         assert store.get("agents", "a4") is None and inner.gets == 4
+
+
+class ManyGettingStore(CountingStore):
+    """A :class:`CountingStore` that also reads several records at once, noting each call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.many: list[list[tuple[str, str]]] = []
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[dict[str, object] | None]:
+        self.many.append(list(keys))
+        return [SQLiteStore.get(self, table, record_id) for table, record_id in keys]
+
+
+def test_records_read_ahead_together_are_answered_from_memory() -> None:
+    inner = ManyGettingStore()
+    inner.put("agents", {"id": "a1", "name": "first", "account_id": "acc"})
+    store = WriteBehindStore(inner)
+    store.read_ahead_records([("agents", "a1")])  # outside a transaction: nothing kept
+    assert inner.many == []
+    with store.transaction():
+        assert store.get("agents", "a1") is not None and inner.gets == 1
+        store.read_ahead_records([
+            ("agents", "a1"), ("agents", "a9"), ("teams", "t1"), ("agents", "a9"),
+        ])
+        # Each key once, and none the transaction holds already.
+        assert inner.many == [[("agents", "a9"), ("teams", "t1")]]
+        assert store.get("agents", "a1") == {"id": "a1", "name": "first", "account_id": "acc"}
+        assert store.get("agents", "a9") is None and store.get("teams", "t1") is None
+        assert inner.gets == 1
+        # What was read, found or not, is not read again.
+        store.read_ahead_records([("agents", "a1"), ("agents", "a9"), ("teams", "t1")])
+        assert len(inner.many) == 1
+    inner.close()
+
+
+def test_a_store_that_reads_one_record_at_a_time_reads_nothing_ahead(
+    inner: CountingStore,
+) -> None:
+    store = WriteBehindStore(inner)
+    with store.transaction():
+        store.read_ahead_records([("agents", "a1"), ("agents", "a2")])
+        assert inner.gets == 0
+        assert store.get("agents", "a1") is not None and inner.gets == 1
