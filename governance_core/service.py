@@ -309,8 +309,18 @@ class Governance:
             # A call made by an operation of another: the outer call's settings mark stands.
             return self._run(op, principal, params or {}, key, prepared)
         writing.calling = True
-        # Read before any transaction opened: inside one, the store's mark means nothing.
-        writing.settings_mark = None if getattr(writing, "active", False) else mark
+        if getattr(writing, "active", False):
+            # Inside an open transaction the store's mark means nothing.
+            mark = None
+        elif mark is None and principal is not None and op.write and (
+            op.batch or keeps_settings(op.name, write=True)
+        ):
+            # A known caller (a Session) read no mark. A write of a run's records applies the
+            # settings, and their mark is one small read where a risk profile's and the
+            # policies' versions would be two.
+            tables = self.tables
+            mark = tables.change_mark(tables.risk_profiles, tables.policies)
+        writing.settings_mark = mark
         try:
             return self._run(op, principal, params or {}, key, prepared)
         finally:

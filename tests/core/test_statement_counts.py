@@ -111,6 +111,23 @@ def test_a_span_create_runs_the_statements_its_rules_need() -> None:
     ]
 
 
+def test_a_known_caller_reads_the_settings_change_counts_instead_of_the_settings() -> None:
+    gov, token, instance = _run()
+    assert isinstance(gov.store, SQLiteStore)
+    session = gov.session(token)
+    session.call("agent_spans/create", span(instance, 1))
+    with statements(gov.store) as seen:
+        session.call("agent_spans/create", span(instance, 2))
+    # No token is read: the change counts of the risk profiles and policies, read before the
+    # transaction, stand for the agent's risk profile and the account's policies.
+    assert seen[:2] == ["SELECT _changes", "BEGIN"]
+    assert "SELECT risk_profiles" not in seen and "SELECT policies" not in seen
+    with statements(gov.store) as seen:
+        session.call("agents/list", {})
+    # A read applies no setting: it reads no change count.
+    assert "SELECT _changes" not in seen
+
+
 def test_a_bulk_request_commits_once_and_writes_its_items_together() -> None:
     gov, token, instance = _run()
     assert isinstance(gov.store, SQLiteStore)
