@@ -6,6 +6,9 @@ input token and two an output token.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -112,3 +115,12 @@ def run_world(gov: Governance, boot: Bootstrap) -> RunWorld:
     session = gov.session(boot.token)
     agent_id = session.details("agents/create", {"name": "Support bot"})["id"]
     return RunWorld(gov, boot, session, agent_id)
+
+
+@contextmanager
+def beside_another_process(location: str | Path) -> Iterator[tuple[RunWorld, Governance]]:
+    """A run world on the store at ``location``, and a second facade on it (another process's)."""
+    with Governance.open(location, config=CONFIG) as first, Governance.open(
+        location, config=CONFIG
+    ) as second:
+        yield run_world(first, first.bootstrap()), second

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from governance_core.service import Governance
-from tests.policies.support import CONFIG, RunWorld, run_world
+from tests.policies.support import beside_another_process
 from tests.stores import scratch_database
 
 REFUNDS = (
@@ -20,11 +19,7 @@ REFUNDS = (
 
 
 def test_a_policy_change_in_one_process_is_seen_by_another(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
-    with Governance.open(path, config=CONFIG) as writer, Governance.open(
-        path, config=CONFIG
-    ) as reader:
-        world = run_world(writer, writer.bootstrap())
+    with beside_another_process(tmp_path / "shared.db") as (world, reader):
         run = world.run()
         policy = world.policy('forbid (principal, action, resource == Tool::"email");')
         session = reader.session(world.boot.token)
@@ -48,12 +43,9 @@ def postgres_url() -> Iterator[str]:
 
 
 def test_two_servers_never_both_use_one_approval(postgres_url: str) -> None:
-    with Governance.open(postgres_url, config=CONFIG) as first, Governance.open(
-        postgres_url, config=CONFIG
-    ) as second:
-        world: RunWorld = run_world(first, first.bootstrap())
+    with beside_another_process(postgres_url) as (world, second):
         world.policy(REFUNDS)
-        sessions = [first.session(world.boot.token), second.session(world.boot.token)]
+        sessions = [world.session, second.session(world.boot.token)]
         for attempt in range(5):
             run = world.run()
             held = world.decide(run, "tool_call", "refund", {"amount": 500})

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from governance_core.service import Governance
-from tests.policies.support import CONFIG, RunWorld, run_world
+from tests.policies.support import RunWorld, beside_another_process
 
 NO_EMAIL = '@reason("no email") forbid (principal, action, resource == SpanType::"email.send");'
 LOOSE = {
@@ -57,11 +57,7 @@ def critical_alerts(world: RunWorld, run: str) -> list[dict[str, Any]]:
 def test_a_policy_made_in_another_process_judges_the_next_span_and_decision(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "shared.db"
-    with Governance.open(path, config=CONFIG) as writer, Governance.open(
-        path, config=CONFIG
-    ) as reader:
-        world = run_world(writer, writer.bootstrap())
+    with beside_another_process(tmp_path / "shared.db") as (world, reader):
         token, run = world.boot.token, world.run()
         # No policy yet: the reader keeps that under the mark it read.
         record(reader, token, run, "email.send")
@@ -83,11 +79,7 @@ def test_a_policy_made_in_another_process_judges_the_next_span_and_decision(
 
 
 def test_a_profile_changed_in_another_process_scores_the_next_span(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
-    with Governance.open(path, config=CONFIG) as writer, Governance.open(
-        path, config=CONFIG
-    ) as reader:
-        world = run_world(writer, writer.bootstrap())
+    with beside_another_process(tmp_path / "shared.db") as (world, reader):
         profile = world.boot.risk_profile_id
         world.session.call("risk_profiles/update", {"risk_profile_id": profile, "ruleset": LOOSE})
         token, run = world.boot.token, world.run()
