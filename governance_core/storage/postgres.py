@@ -170,19 +170,30 @@ class PostgresStore:
         self, query: str, params: Sequence[Any] = (), *, fetch: bool = True
     ) -> list[tuple[Any, ...]]:
         with self._borrow() as conn:
-            if self._opening(conn):
-                with conn.pipeline():
-                    self._open(conn)
-                    cursor = conn.execute(query, params)
-                    return cursor.fetchall() if fetch else []
-            cursor = conn.execute(query, params)
+            # The results are read once the pipeline has ended: read inside it, they would
+            # cost a round trip of their own before the one that ends it.
+            with self._opening_pipeline(conn):
+                cursor = conn.execute(query, params)
             return cursor.fetchall() if fetch else []
 
     def _execute_many(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
-        # psycopg sends the rows in one pipeline: one round trip, not one a row.
-        with self._borrow() as conn, conn.pipeline(), conn.cursor() as cursor:
-            self._open(conn)
+        # psycopg sends the rows in one pipeline (the open one, if any): one round trip, not
+        # one a row.
+        with self._borrow() as conn, self._opening_pipeline(conn), conn.cursor() as cursor:
             cursor.executemany(query, rows)
+
+    @contextmanager
+    def _opening_pipeline(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        """A pipeline sending the held transaction's BEGIN first, when it is still to be sent.
+
+        Otherwise none: a pipeline of its own costs a round trip to end, even inside another.
+        """
+        if not self._opening(conn):
+            yield
+            return
+        with conn.pipeline():
+            self._open(conn)
+            yield
 
     def _opening(self, conn: psycopg.Connection[Any]) -> bool:
         """Whether ``conn`` holds a transaction whose BEGIN is still to be sent."""
@@ -204,12 +215,13 @@ class PostgresStore:
         """The records under ``keys`` (table and id), None where missing: one round trip."""
         for table, record_id in keys:
             check_key(table, record_id)
-        with _translated(), self._borrow() as conn, conn.pipeline():
-            self._open(conn)
-            cursors = [
-                conn.execute(self._statements[table].get, (_text(record_id),))
-                for table, record_id in keys
-            ]
+        with _translated(), self._borrow() as conn:
+            with conn.pipeline():
+                self._open(conn)
+                cursors = [
+                    conn.execute(self._statements[table].get, (_text(record_id),))
+                    for table, record_id in keys
+                ]
             rows = [cursor.fetchall() for cursor in cursors]
         return [
             None if not found else _id_record(found[0][0]) if table == IDS else found[0][0]
