@@ -309,9 +309,12 @@ class Governance:
             # A call made by an operation of another: the outer call's settings mark stands.
             return self._run(op, principal, params or {}, key, prepared)
         writing.calling = True
-        if getattr(writing, "active", False):
-            # Inside an open transaction the store's mark means nothing.
-            mark = None
+        inside = getattr(writing, "active", False)
+        if inside:
+            # Within Governance.transaction(): the mark read as it began, unless a write of a
+            # setting in it has dropped it (a mark read inside an open transaction means
+            # nothing: a count the transaction moved could come back if it rolled back).
+            mark = getattr(writing, "transaction_mark", None)
         elif mark is None and principal is not None and op.write and (
             op.batch or keeps_settings(op.name, write=True)
         ):
@@ -325,7 +328,7 @@ class Governance:
             return self._run(op, principal, params or {}, key, prepared)
         finally:
             writing.calling = False
-            writing.settings_mark = None
+            writing.settings_mark = getattr(writing, "transaction_mark", None) if inside else None
 
     def prepare(
         self, operation: str, params: Mapping[str, Any], *, principal: Principal
@@ -361,17 +364,31 @@ class Governance:
         A call inside it is never re-run alone after a
         :class:`~governance_core.errors.WriteConflict` (the conflict spoilt the whole
         transaction): the conflict leaves the block, for its caller to run it again or answer
-        ``temporarily_unavailable``.
+        ``temporarily_unavailable``. The calls in it apply the risk profiles and policies as
+        they stood when it began (the store's change mark is read once, before it opens),
+        until one of them changes a setting.
         """
-        outer = getattr(self._writing, "active", False)
-        self._writing.active = True
+        writing = self._writing
+        outer = getattr(writing, "active", False)
+        if not outer and not getattr(writing, "calling", False):
+            # Read before the transaction opens: the calls in it apply the risk profiles and
+            # policies as they stood then (under this mark), as a single call does.
+            tables = self.tables
+            writing.transaction_mark = writing.settings_mark = tables.change_mark(
+                tables.risk_profiles, tables.policies
+            )
+        writing.active = True
         try:
             with self._batch(defers=True) as owned, self._operations_store.batch():
                 yield
                 if owned is not None:
                     owned.keep()
         finally:
-            self._writing.active = outer
+            writing.active = outer
+            if not outer:
+                writing.transaction_mark = None
+                if not getattr(writing, "calling", False):
+                    writing.settings_mark = None
 
     def turn(self, name: str) -> AbstractContextManager[None]:
         """Hold the store's turn ``name`` around the transaction the block opens.
@@ -456,8 +473,9 @@ class Governance:
         batch: WriteBatch | None = getattr(self._writing, "batch", None)
         keeps = op.batch or keeps_settings(op.name, write=op.write)
         if not keeps:
-            # It may change a ruleset or a policy: the settings mark read before it is stale.
-            self._writing.settings_mark = None
+            # It may change a ruleset or a policy: the settings mark read before it is stale,
+            # for the rest of the call and of the transaction around it.
+            self._writing.settings_mark = self._writing.transaction_mark = None
         if batch is not None and not op.defers_rollups:
             # It may read or change what the rollups are made of: they are kept first.
             batch.keep(keep_rulesets=keeps)

@@ -7,7 +7,8 @@ the run, the span's insert, the run's rewrite, the agent (read once: its
 idempotency record's insert, and the transaction around them. The agent's risk profile (the
 critical risk check of a span type with data risk) and the account's live policies
 (detective mode judges the span when there are any) are read again only when the same change
-mark says a risk profile or policy may have changed. The schema version is read once per
+mark says a risk profile or policy may have changed (a transaction grouping calls reads that
+mark once, before it begins). The schema version is read once per
 process. The run and the agent are read once and written once a transaction, however many
 spans of a bulk request move them.
 """
@@ -127,6 +128,21 @@ def test_a_known_caller_reads_the_settings_change_counts_instead_of_the_settings
     # A read applies no setting: it reads no change count.
     assert "SELECT _changes" not in seen
 
+
+def test_calls_grouped_in_a_transaction_read_the_settings_change_counts_as_it_begins() -> None:
+    gov, token, instance = _run()
+    assert isinstance(gov.store, SQLiteStore)
+    session = gov.session(token)
+    with gov.transaction():
+        session.call("agent_spans/create", span(instance, 1))
+    with statements(gov.store) as seen, gov.transaction():
+        session.call("agent_spans/create", span(instance, 2))
+        session.call("agent_spans/create", span(instance, 3))
+    # One read of the change counts before the transaction (as OTLP ingest's steps group
+    # their calls) stands for the risk profile and the policies in every call of it.
+    assert seen[:2] == ["SELECT _changes", "BEGIN"]
+    assert seen.count("SELECT _changes") == 1
+    assert "SELECT risk_profiles" not in seen and "SELECT policies" not in seen
 
 def test_a_bulk_request_commits_once_and_writes_its_items_together() -> None:
     gov, token, instance = _run()

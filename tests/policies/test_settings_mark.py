@@ -1,6 +1,7 @@
 """Calls made with a token keep the rulesets and policies under the store's change mark.
 
-The mark is read as the call authenticates, before its transaction. A risk profile or policy
+The mark is read as the call authenticates, before its transaction (or as a
+``Governance.transaction()`` grouping calls begins). A risk profile or policy
 changed by another process, or by an earlier item of the same bulk request, must still be
 what the next span write or decision applies: these tests first have the old settings kept
 under the current mark, then change them and look at what the next call did.
@@ -122,3 +123,51 @@ def test_a_profile_changed_by_an_earlier_item_scores_the_later_items(world: RunW
     assert risk_level(world, run) == "critical"
     [alert] = critical_alerts(world, run)
     assert alert["payload"]["agent_span_id"] == out["outputs"]["item-0002"]["details"]["id"]
+
+
+def test_a_policy_made_in_another_process_judges_the_next_transactions_spans(
+    tmp_path: Path,
+) -> None:
+    with beside_another_process(tmp_path / "shared.db") as (world, reader):
+        token, run = world.boot.token, world.run()
+        # Calls grouped in a transaction apply the settings under the mark read as it began.
+        with reader.transaction():
+            record(reader, token, run, "email.send")
+        assert judged_spans(world, run) == []
+        policy = world.policy(NO_EMAIL)
+        with reader.transaction():
+            sent = record(reader, token, run, "email.send")
+        assert judged_spans(world, run) == [sent]
+        world.session.call("policies/update", {"policy_id": policy["id"], "mode": "disabled"})
+        with reader.transaction():
+            record(reader, token, run, "email.send")
+        assert judged_spans(world, run) == [sent]
+
+
+def test_a_profile_changed_in_another_process_scores_the_next_transactions_span(
+    tmp_path: Path,
+) -> None:
+    with beside_another_process(tmp_path / "shared.db") as (world, reader):
+        profile = world.boot.risk_profile_id
+        world.session.call("risk_profiles/update", {"risk_profile_id": profile, "ruleset": LOOSE})
+        token, run = world.boot.token, world.run()
+        with reader.transaction():
+            record(reader, token, run, "crm.read_patient")
+        assert risk_level(world, run) == "low"
+        world.session.call("risk_profiles/update", {"risk_profile_id": profile, "ruleset": STRICT})
+        with reader.transaction():
+            crossing = record(reader, token, run, "crm.read_patient")
+        [alert] = critical_alerts(world, run)
+        assert alert["payload"]["agent_span_id"] == crossing
+
+
+def test_a_policy_made_earlier_in_a_transaction_judges_its_later_spans(world: RunWorld) -> None:
+    token, run = world.boot.token, world.run()
+    with world.gov.transaction():
+        record(world.gov, token, run, "email.send")
+    assert judged_spans(world, run) == []
+    with world.gov.transaction():
+        record(world.gov, token, run, "email.send")
+        world.gov.call("policies/create", {"name": "no email", "source": NO_EMAIL}, token=token)
+        sent = record(world.gov, token, run, "email.send")
+    assert judged_spans(world, run) == [sent]
