@@ -18,14 +18,16 @@ def _attribute(key: str, value: str | int | float) -> common_pb2.KeyValue:
     return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(int_value=value))
 
 
-def export(traces: int, per_trace: int) -> bytes:
+def export(traces: int, per_trace: int, first_trace: int = 1) -> bytes:
     """An ``ExportTraceServiceRequest`` of ``traces`` traces of ``per_trace`` spans each.
+
+    The traces' ids are ``first_trace`` and those after it.
 
     Each trace is an agent span over chat calls with token usage; every fifth call carries an
     evaluation event (a quality record written with its span).
     """
     scope = trace_pb2.ScopeSpans()
-    for trace in range(1, traces + 1):
+    for trace in range(first_trace, first_trace + traces):
         trace_id = trace.to_bytes(16, "big")
         root = (trace << 16).to_bytes(8, "big")
         scope.spans.append(trace_pb2.Span(

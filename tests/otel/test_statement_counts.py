@@ -23,12 +23,17 @@ from tests.otel.exports import export
 PROTOBUF = "application/x-protobuf"
 
 
-def _reads(tmp_path: Path, spans: int, traces: int = 1) -> collections.Counter[str]:
-    gov = Governance(SQLiteStore(tmp_path / f"{traces}x{spans}.db"))
+def _reads(
+    tmp_path: Path, spans: int, traces: int = 1, *, agent_known: bool = False
+) -> collections.Counter[str]:
+    gov = Governance(SQLiteStore(tmp_path / f"{traces}x{spans}{'+' * agent_known}.db"))
     principal = gov.authenticate(gov.bootstrap().token)
-    body = decode_request(export(traces, spans), PROTOBUF, 64)
+    body = decode_request(export(traces, spans, first_trace=2), PROTOBUF, 64)
     assert isinstance(gov.store, SQLiteStore)
     try:
+        if agent_known:
+            # An earlier export made the agent, its version and its deployment.
+            ingest(gov, principal, decode_request(export(1, 2), PROTOBUF, 64))
         with statements(gov.store) as seen:
             # Steps of 200 spans whatever the machine's speed (by default a step also ends
             # after 50 ms).
@@ -61,6 +66,15 @@ def test_an_export_of_short_traces_reads_their_runs_together(tmp_path: Path) -> 
     # The agent's ruleset: looked up once for the step's span writes (a run's finish between
     # them changes no profile), and once a trace by the run's view its finish answers with.
     assert reads["SELECT risk_profiles"] <= 1 + 40, reads
+
+
+def test_an_export_for_a_known_agent_reads_the_settings_once(tmp_path: Path) -> None:
+    # The step's calls apply the settings under the change mark read as it began: the
+    # agent's risk profile and the account's policies are read once, not once a trace (an
+    # export that makes the agent, a setting of its own, reads them again after it).
+    reads = _reads(tmp_path, 5, traces=40, agent_known=True)
+    assert reads["SELECT _changes"] == 1, reads
+    assert reads["SELECT risk_profiles"] <= 1 and reads["SELECT policies"] <= 1, reads
 
 
 def _postgres_statements(spans: int) -> collections.Counter[str]:
