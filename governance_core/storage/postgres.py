@@ -99,6 +99,7 @@ _TURNS = 0x676F7674
 _POOL_PARAMETERS = {"pool_min_size", "pool_max_size", "pool_timeout"}
 _ID = Column("id")
 _BEGIN = "BEGIN ISOLATION LEVEL SERIALIZABLE"
+_COMMIT = "COMMIT"
 _SHARED = 'LOCK TABLE "_writers" IN ROW SHARE MODE'
 """A transaction's share of the store's writes (see :meth:`PostgresStore.alone`)."""
 _ALONE = 'LOCK TABLE "_writers" IN EXCLUSIVE MODE'
@@ -159,6 +160,8 @@ class PostgresStore:
     def _borrow(self) -> Iterator[psycopg.Connection[Any]]:
         """The thread's transaction connection, else one from the pool; errors translated."""
         held: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if held is not None and self._local.committed:
+            raise RuntimeError("the transaction was committed with its last writes")
         with _translated():
             if held is not None:
                 yield held
@@ -242,8 +245,12 @@ class PostgresStore:
                     # A savepoint needs its transaction begun.
                     with held.pipeline():
                         self._open(held)
-                with held.transaction():
-                    yield
+                self._local.nested = getattr(self._local, "nested", 0) + 1
+                try:
+                    with held.transaction():
+                        yield
+                finally:
+                    self._local.nested -= 1
             return
         turned: psycopg.Connection[Any] | None = getattr(self._local, "turn", None)
         with _translated(), self._pool.connection() if turned is None else nullcontext(
@@ -256,17 +263,19 @@ class PostgresStore:
             self._local.opening = (
                 _BEGIN, _ALONE if getattr(self._local, "alone", False) else _SHARED
             )
+            self._local.committed = False
             try:
                 try:
                     yield
                 except BaseException:
                     _roll_back(conn)
                     raise
-                if not self._local.opening:
+                if not (self._local.opening or self._local.committed):
                     conn.commit()
             finally:
                 self._local.conn = None
                 self._local.opening = ()
+                self._local.committed = False
 
     @contextmanager
     def alone(self) -> Iterator[None]:
@@ -314,17 +323,25 @@ class PostgresStore:
                     raise
 
     @contextmanager
-    def batched(self) -> Iterator[None]:
-        """Inside a transaction, a pipeline: the block's statements go in one round trip."""
+    def batched(self, *, ending: bool = False) -> Iterator[None]:
+        """Inside a transaction, a pipeline: the block's statements go in one round trip.
+
+        ``ending`` (the block is the outermost transaction's last work): its COMMIT goes in
+        the same round trip, and a failure to commit is raised as the block ends.
+        """
         held: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         if held is None:
             yield
             return
+        ending = ending and not getattr(self._local, "nested", 0)
         try:
             with _translated(), held.pipeline():
                 self._open(held)
                 try:
                     yield
+                    if ending:
+                        held.execute(_COMMIT, prepare=False)
+                        self._local.committed = True
                 except BaseException:
                     # Closing the pipeline after the block failed reports the same failure
                     # again (as "pipeline aborted", naming the connection): the block's own

@@ -255,8 +255,12 @@ class BatchedWrites(Protocol):
     ``batched()``; PostgreSQL sends them in one pipeline (one round trip, not one a table).
     """
 
-    def batched(self) -> AbstractContextManager[None]:
-        """A block whose writes may be sent together; errors are raised by its end at the latest."""
+    def batched(self, *, ending: bool = False) -> AbstractContextManager[None]:
+        """A block whose writes may be sent together; errors are raised by its end at the latest.
+
+        ``ending`` says the block is the last work of the outermost transaction: the store may
+        commit it with the block's writes (then nothing may run in the transaction after it).
+        """
         ...
 
 

@@ -429,7 +429,8 @@ class WriteBehindStore:
             by_table.setdefault(key[0], []).append(prepared)
             # Its id is the inner store's to answer now (read ahead, it was found absent).
             memory.absent.discard((IDS, key[1]))
-        with self._batching.batched() if self._batching is not None else nullcontext():
+        ending = table is None and memory.depth == 1
+        with self._batching.batched(ending=ending) if self._batching else nullcontext():
             for name, prepared in by_table.items():
                 if self._preparing is not None:
                     self._preparing.write_prepared(name, prepared)

@@ -267,6 +267,41 @@ def test_a_concurrent_update_is_a_write_conflict_and_rolls_back(url: str) -> Non
         store.close()
 
 
+def test_a_commit_sent_with_the_last_writes_that_fails_is_a_write_conflict(url: str) -> None:
+    """The COMMIT goes in the pipeline of a transaction's last writes; its failure is theirs.
+
+    A constraint checked at commit stands for a serialization failure found only then.
+    """
+    from governance_core.storage.write_behind import WriteBehindStore
+
+    inner = _open(url)
+    with _raw(url) as raw:
+        raw.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " RAISE EXCEPTION 'could not serialize' USING ERRCODE = '40001'; END $$"
+        )
+        raw.execute(
+            "CREATE CONSTRAINT TRIGGER refused_at_commit AFTER INSERT ON teams"
+            " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.id = 'doomed')"
+            " EXECUTE FUNCTION refuse()"
+        )
+    store = WriteBehindStore(inner)
+    try:
+        with pytest.raises(WriteConflict), store.transaction():
+            store.put("teams", {"id": "kept"})
+            store.put("teams", {"id": "doomed"})
+        assert inner.get("teams", "kept") is None
+        # The connection went back to the pool usable: more transactions than the driver
+        # runs a statement before preparing it commit, each with its writes.
+        for number in range(8):
+            with store.transaction():
+                assert store.get("teams", "kept") is None
+                store.put("teams", {"id": f"t{number}"})
+        assert inner.count("teams") == 8
+    finally:
+        store.close()
+
+
 def test_a_held_lock_past_the_lock_timeout_is_temporarily_unavailable(url: str) -> None:
     store = _open(url, lock_timeout_ms=100)
     try:
