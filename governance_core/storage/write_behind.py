@@ -25,6 +25,10 @@ What it keeps never changes what a caller sees:
   put and its JSON encoded (once) when it is passed on;
 - a query, count, aggregate or iteration of a kept table first passes that table's kept
   records on, so the store's own filtering and sorting see them;
+- a query asked again within a transaction is answered as it was the first time, unless the
+  transaction has written to that table since (or taken a savepoint back): until it commits
+  nothing but it writes to the inner store, so the answer stands (``ids``, which the inner
+  store's triggers write, is always asked);
 - a nested transaction (a savepoint) that fails takes back what it kept, and the inner
   store takes back whatever was passed on inside it;
 - a read of ``ids`` answers the id of a resource it keeps unwritten as the inner store will
@@ -39,7 +43,7 @@ copy, never change one in place), as they do with every store.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
@@ -63,6 +67,24 @@ _Key = tuple[str, str]
 _ABSENT: Any = object()
 # The filters a query of kept records can match in memory exactly as the stores do.
 _MEMORY_OPS = frozenset({"eq", "ne", "in"})
+
+
+def _query_key(
+    filters: Sequence[Filter], sort: Sequence[SortKey], offset: int, limit: int | None
+) -> Hashable | None:
+    """A query's conditions as a key of the transaction's answers; None when not hashable."""
+    key = (
+        tuple(
+            (f.field, f.op, tuple(f.value) if isinstance(f.value, list) else f.value)
+            for f in filters
+        ),
+        tuple(sort), offset, limit,
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 class _Rewrite:
@@ -91,6 +113,9 @@ class _Memory(threading.local):
         # Records read ahead and not found: the inner store had none when the transaction
         # read them, and nothing but this transaction writes to it until it commits.
         self.absent: set[_Key] = set()
+        # Query results by table, then by the query: each stands until the transaction
+        # writes to its table, or a savepoint is taken back.
+        self.queries: dict[str, dict[Hashable, list[Record]]] = {}
 
 
 class WriteBehindStore:
@@ -151,6 +176,7 @@ class WriteBehindStore:
                     memory.undo = []
                     memory.opened = []
                     memory.absent = set()
+                    memory.queries = {}
             return
         memory.depth += 1
         memory.undo.append({})
@@ -172,6 +198,7 @@ class WriteBehindStore:
             memory.depth -= 1
 
     def _take_back(self, memory: _Memory) -> None:
+        memory.queries.clear()
         for key, (record, pending) in memory.undo.pop().items():
             if record is _ABSENT:
                 memory.records.pop(key, None)
@@ -297,6 +324,7 @@ class WriteBehindStore:
     def put(self, table: str, record: Record) -> None:
         """Check and keep the record until the transaction commits (others: the inner put)."""
         memory = self._memory
+        memory.queries.pop(table, None)
         if not memory.depth or table not in self._tables:
             if memory.depth:
                 self._open_savepoints(memory)
@@ -328,6 +356,7 @@ class WriteBehindStore:
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record, kept or stored; whether it existed."""
         memory = self._memory
+        memory.queries.pop(table, None)
         if memory.depth:
             self._open_savepoints(memory)
             key = (table, record_id)
@@ -355,15 +384,31 @@ class WriteBehindStore:
 
         An unsorted first page filtered by equality (a look-up, such as "does any span name
         this parent") leaves them kept: the records it keeps are matched in memory and the
-        inner store answers for the rest.
+        inner store answers for the rest. Within a transaction the answer is kept until the
+        transaction writes to the table (or takes a savepoint back), and given again (a copy)
+        when the same query is asked.
         """
         memory = self._memory
+        asked = (
+            _query_key(filters, sort, offset, limit)
+            if memory.depth and table in self._tables and table != IDS else None
+        )
+        if asked is not None:
+            found = memory.queries.get(table, {}).get(asked)
+            if found is not None:
+                return list(found)
+        found = None
         if not (sort or offset) and all(f.op in _MEMORY_OPS for f in filters):
             kept = {key[1] for key in memory.pending if key[0] == table}
             if kept:
-                return self._query_kept(table, filters, limit, kept)
-        self._pass_on(memory, table)
-        return self.inner.query(table, filters, sort, offset, limit)
+                found = self._query_kept(table, filters, limit, kept)
+        if found is None:
+            self._pass_on(memory, table)
+            found = self.inner.query(table, filters, sort, offset, limit)
+        if asked is not None:
+            memory.queries.setdefault(table, {})[asked] = found
+            return list(found)
+        return found
 
     def _query_kept(
         self, table: str, filters: Sequence[Filter], limit: int | None, kept: set[str]

@@ -68,13 +68,20 @@ def test_an_export_of_short_traces_reads_their_runs_together(tmp_path: Path) -> 
     assert reads["SELECT risk_profiles"] <= 1 + 40, reads
 
 
-def test_an_export_for_a_known_agent_reads_the_settings_once(tmp_path: Path) -> None:
+def test_an_export_for_a_known_agent_reads_the_settings_and_its_parties_once(
+    tmp_path: Path,
+) -> None:
     # The step's calls apply the settings under the change mark read as it began: the
     # agent's risk profile and the account's policies are read once, not once a trace (an
     # export that makes the agent, a setting of its own, reads them again after it).
     reads = _reads(tmp_path, 5, traces=40, agent_known=True)
     assert reads["SELECT _changes"] == 1, reads
     assert reads["SELECT risk_profiles"] <= 1 and reads["SELECT policies"] <= 1, reads
+    # Each run's registration looks up the default environment, the agent's deployment and
+    # version: answered once in the step's transaction (the version once more before it, to
+    # check the spans ahead), however many traces register a run.
+    assert reads["SELECT environments"] <= 1 and reads["SELECT agent_deployments"] <= 1, reads
+    assert reads["SELECT agent_versions"] <= 2, reads
 
 
 def _postgres_statements(spans: int) -> collections.Counter[str]:

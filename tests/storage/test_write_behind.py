@@ -20,6 +20,11 @@ class CountingStore(SQLiteStore):
         super().__init__(":memory:")
         self.gets = 0
         self.puts = 0
+        self.queries = 0
+
+    def query(self, table: str, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        self.queries += 1
+        return super().query(table, *args, **kwargs)
 
     def get(self, table: str, record_id: str) -> dict[str, object] | None:
         self.gets += 1
@@ -308,3 +313,50 @@ def test_a_store_that_reads_one_record_at_a_time_reads_nothing_ahead(
         store.read_ahead_records([("agents", "a1"), ("agents", "a2")])
         assert inner.gets == 0
         assert store.get("agents", "a1") is not None and inner.gets == 1
+
+
+def test_a_query_asked_again_in_a_transaction_is_answered_from_memory_until_a_write(
+    inner: CountingStore,
+) -> None:
+    store = WriteBehindStore(inner)
+    named = [Filter("account_id", "eq", "acc"), Filter("name", "eq", "first")]
+    with store.transaction():
+        for _ in range(3):
+            assert [r["id"] for r in store.query("agents", named, limit=1)] == ["a1"]
+        assert inner.queries == 1
+        # A write to the table: asked again, the store answers (with the kept write).
+        store.put("agents", {"id": "a0", "name": "first", "account_id": "acc"})
+        assert [r["id"] for r in store.query("agents", named)] == ["a0", "a1"]
+        assert inner.queries == 2
+        # A write to another table leaves the answer standing.
+        store.put("teams", {"id": "t1"})
+        assert [r["id"] for r in store.query("agents", named)] == ["a0", "a1"]
+        assert inner.queries == 2
+        store.delete("agents", "a0")
+        assert [r["id"] for r in store.query("agents", named)] == ["a1"]
+        assert inner.queries == 3
+    # The next transaction asks the store again: another writer may have written since.
+    inner.put("agents", {"id": "a2", "name": "first", "account_id": "acc"})
+    with store.transaction():
+        assert [r["id"] for r in store.query("agents", named)] == ["a1", "a2"]
+
+
+def test_a_savepoint_taken_back_takes_back_the_answers_given_in_it(
+    inner: CountingStore,
+) -> None:
+    store = WriteBehindStore(inner)
+    named = [Filter("name", "eq", "first")]
+    with store.transaction():
+        with pytest.raises(RuntimeError), store.transaction():
+            store.put("agents", {"id": "a0", "name": "first", "account_id": "acc"})
+            assert [r["id"] for r in store.query("agents", named)] == ["a0", "a1"]
+            raise RuntimeError("the savepoint fails")
+        assert [r["id"] for r in store.query("agents", named)] == ["a1"]
+
+
+def test_an_answer_is_a_copy_a_caller_may_change(inner: CountingStore) -> None:
+    store = WriteBehindStore(inner)
+    with store.transaction():
+        found = store.query("agents")
+        found.clear()
+        assert [r["id"] for r in store.query("agents")] == ["a1"]
