@@ -160,15 +160,20 @@ class PostgresStore:
     @contextmanager
     def _borrow(self) -> Iterator[psycopg.Connection[Any]]:
         """The thread's transaction connection, else one from the pool; errors translated."""
-        held: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if held is not None and self._local.committed:
-            raise RuntimeError("the transaction was committed with its last writes")
+        held = self._held()
         with _translated():
             if held is not None:
                 yield held
             else:
                 with self._pool.connection() as conn:
                     yield conn
+
+    def _held(self) -> psycopg.Connection[Any] | None:
+        """The connection of the thread's open transaction, if any; not once it committed."""
+        held: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if held is not None and self._local.committed:
+            raise RuntimeError("the transaction was committed with its last writes")
+        return held
 
     def _execute(
         self, query: str, params: Sequence[Any] = (), *, fetch: bool = True
@@ -237,7 +242,7 @@ class PostgresStore:
 
         An exception leaving a nested block rolls back that block's writes only.
         """
-        held: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        held = self._held()
         if held is not None:
             with _translated():
                 if self._opening(held):
@@ -328,7 +333,7 @@ class PostgresStore:
         ``ending`` (the block is the outermost transaction's last work): its COMMIT goes in
         the same round trip, and a failure to commit is raised as the block ends.
         """
-        held: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        held = self._held()
         if held is None:
             yield
             return
@@ -340,13 +345,14 @@ class PostgresStore:
                     yield
                     if ending:
                         held.execute(_COMMIT, prepare=False)
-                        self._local.committed = True
                 except BaseException:
                     # Closing the pipeline after the block failed reports the same failure
                     # again (as "pipeline aborted", naming the connection): the block's own
                     # error is the one raised.
                     _pipeline_echoes.quiet = True
                     raise
+            # Committed: the transaction sends no COMMIT of its own, and nothing more.
+            self._local.committed = ending
         finally:
             _pipeline_echoes.quiet = False
 

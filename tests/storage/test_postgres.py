@@ -302,6 +302,26 @@ def test_a_commit_sent_with_the_last_writes_that_fails_is_a_write_conflict(url: 
         store.close()
 
 
+def test_nothing_runs_in_a_transaction_after_its_commit_went_with_its_writes(url: str) -> None:
+    store = _open(url)
+    try:
+        with store.transaction():
+            store.put("teams", {"id": "t1"})
+            with store.batched(ending=True):
+                store.put("teams", {"id": "t2"})
+            with pytest.raises(RuntimeError, match="committed"):
+                store.get("teams", "t1")
+        assert [store.get("teams", key) for key in ("t1", "t2")] == [{"id": "t1"}, {"id": "t2"}]
+        # A block ending a savepoint is not the transaction's end: it commits nothing.
+        with pytest.raises(ValueError), store.transaction():
+            with store.transaction(), store.batched(ending=True):
+                store.put("teams", {"id": "t3"})
+            raise ValueError("the transaction fails after its savepoint")
+        assert store.get("teams", "t3") is None
+    finally:
+        store.close()
+
+
 def test_a_held_lock_past_the_lock_timeout_is_temporarily_unavailable(url: str) -> None:
     store = _open(url, lock_timeout_ms=100)
     try:
