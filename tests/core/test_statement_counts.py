@@ -69,15 +69,21 @@ def statements(store: SQLiteStore) -> Iterator[list[str]]:
             link.conn.set_trace_callback(None)
 
 
-def _run() -> tuple[Governance, str, str]:
-    gov = Governance(SQLiteStore(":memory:"), config=Config(cipher=PlaintextForTests()))
+def counted_run(gov: Governance, schema: dict[str, Any] = SCHEMA) -> tuple[str, str]:
+    """Bootstrap ``gov`` and record a first span on a new run of ``schema``: token, run id."""
     token = gov.bootstrap().token
     agent = gov.call("agents/create", {"name": "counted"}, token=token)["details"]
     instance = gov.call("agent_instances/register", {
         "agent_id": agent["id"], "agent_version": {"external_identifier": "1"},
-        "agent_schema_version": {"external_identifier": "s", **SCHEMA},
+        "agent_schema_version": {"external_identifier": "s", **schema},
     }, token=token)["details"]["id"]
     gov.call("agent_spans/create", span(instance, 0), token=token)
+    return token, instance
+
+
+def _run() -> tuple[Governance, str, str]:
+    gov = Governance(SQLiteStore(":memory:"), config=Config(cipher=PlaintextForTests()))
+    token, instance = counted_run(gov)
     return gov, token, instance
 
 

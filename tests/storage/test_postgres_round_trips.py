@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from governance_core.service import Governance
-from tests.core.test_statement_counts import SCHEMA, span
+from tests.core.test_statement_counts import counted_run, span
 from tests.stores import scratch_schema, server_url, with_query
 
 _WAIT = re.compile(r"^F\t\d+\t(Query|Sync)\b", re.MULTILINE)
@@ -65,22 +65,11 @@ def waits(trace: Path) -> Iterator[list[int]]:
         counted.append(len(_WAIT.findall(text.read())))
 
 
-def _run(gov: Governance, schema: dict[str, Any] = SCHEMA) -> tuple[str, str]:
-    token = gov.bootstrap().token
-    agent = gov.call("agents/create", {"name": "counted"}, token=token)["details"]
-    instance = gov.call("agent_instances/register", {
-        "agent_id": agent["id"], "agent_version": {"external_identifier": "1"},
-        "agent_schema_version": {"external_identifier": "s", **schema},
-    }, token=token)["details"]["id"]
-    gov.call("agent_spans/create", span(instance, 0), token=token)
-    return token, instance
-
-
 def test_a_span_create_waits_for_the_server_three_times(
     traced: tuple[Governance, Path],
 ) -> None:
     gov, trace = traced
-    token, instance = _run(gov)
+    token, instance = counted_run(gov)
     with waits(trace) as counted:
         gov.call("agent_spans/create", span(instance, 1), token=token)
     # The change mark (before the transaction); BEGIN with the idempotency record, the run
@@ -94,7 +83,7 @@ def test_a_bulk_request_of_a_hundred_spans_waits_as_one_of_three(
     gov, trace = traced
     # Spans of no data risk: a hundred of them raise no alert (whose raising reads the run's
     # alerts and the account's destinations).
-    token, instance = _run(gov, {"span_type_schemas": [
+    token, instance = counted_run(gov, {"span_type_schemas": [
         {"name": "llm", "params_schema": {"type": "object"}},
     ]})
     bulks = []
