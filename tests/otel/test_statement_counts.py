@@ -66,6 +66,10 @@ def test_an_export_of_short_traces_reads_their_runs_together(tmp_path: Path) -> 
     # The agent's ruleset: looked up once for the step's span writes (a run's finish between
     # them changes no profile), and once a trace by the run's view its finish answers with.
     assert reads["SELECT risk_profiles"] <= 1 + 40, reads
+    # Which is the same query each time: answered once in the step's transaction, as are each
+    # registration's look-ups of the default environment and of the agent's deployment.
+    assert reads["SELECT risk_profiles"] <= 1, reads
+    assert reads["SELECT environments"] <= 1 and reads["SELECT agent_deployments"] <= 2, reads
 
 
 def test_an_export_for_a_known_agent_reads_the_settings_and_its_parties_once(
