@@ -311,10 +311,10 @@ class Governance:
         writing.calling = True
         inside = getattr(writing, "active", False)
         if inside:
-            # Within Governance.transaction(): the mark read as it began, unless a write of a
-            # setting in it has dropped it (a mark read inside an open transaction means
-            # nothing: a count the transaction moved could come back if it rolled back).
-            mark = getattr(writing, "transaction_mark", None)
+            # Within Governance.transaction(): the mark it read as it began, unless a call in it
+            # wrote a setting (a mark read inside an open transaction means nothing: a count
+            # the transaction moved could come back if it rolled back).
+            mark = getattr(writing, "settings_mark", None)
         elif mark is None and principal is not None and op.write and (
             op.batch or keeps_settings(op.name, write=True)
         ):
@@ -328,7 +328,8 @@ class Governance:
             return self._run(op, principal, params or {}, key, prepared)
         finally:
             writing.calling = False
-            writing.settings_mark = getattr(writing, "transaction_mark", None) if inside else None
+            if not inside:
+                writing.settings_mark = None
 
     def prepare(
         self, operation: str, params: Mapping[str, Any], *, principal: Principal
@@ -369,14 +370,15 @@ class Governance:
         until one of them changes a setting.
         """
         writing = self._writing
-        outer = getattr(writing, "active", False)
-        if not outer and not getattr(writing, "calling", False):
+        owns_mark = not getattr(writing, "active", False) and not getattr(
+            writing, "calling", False
+        )
+        if owns_mark:
             # Read before the transaction opens: the calls in it apply the risk profiles and
             # policies as they stood then (under this mark), as a single call does.
             tables = self.tables
-            writing.transaction_mark = writing.settings_mark = tables.change_mark(
-                tables.risk_profiles, tables.policies
-            )
+            writing.settings_mark = tables.change_mark(tables.risk_profiles, tables.policies)
+        outer = getattr(writing, "active", False)
         writing.active = True
         try:
             with self._batch(defers=True) as owned, self._operations_store.batch():
@@ -385,10 +387,8 @@ class Governance:
                     owned.keep()
         finally:
             writing.active = outer
-            if not outer:
-                writing.transaction_mark = None
-                if not getattr(writing, "calling", False):
-                    writing.settings_mark = None
+            if owns_mark:
+                writing.settings_mark = None
 
     def turn(self, name: str) -> AbstractContextManager[None]:
         """Hold the store's turn ``name`` around the transaction the block opens.
@@ -475,7 +475,7 @@ class Governance:
         if not keeps:
             # It may change a ruleset or a policy: the settings mark read before it is stale,
             # for the rest of the call and of the transaction around it.
-            self._writing.settings_mark = self._writing.transaction_mark = None
+            self._writing.settings_mark = None
         if batch is not None and not op.defers_rollups:
             # It may read or change what the rollups are made of: they are kept first.
             batch.keep(keep_rulesets=keeps)

@@ -159,8 +159,13 @@ class PostgresStore:
     # -- connections ---------------------------------------------------------------------
     @contextmanager
     def _borrow(self) -> Iterator[psycopg.Connection[Any]]:
-        """The thread's transaction connection, else one from the pool; errors translated."""
-        held = self._held()
+        """The thread's transaction connection, else its turn's, else one from the pool.
+
+        Errors translated. A read made while holding a turn, before the turn's transaction
+        opens, runs on the turn's connection: another would take a second one from the pool
+        for every turn (and, from a pool of one, wait for it until the pool's timeout).
+        """
+        held = self._held() or getattr(self._local, "turn", None)
         with _translated():
             if held is not None:
                 yield held

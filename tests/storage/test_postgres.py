@@ -413,6 +413,32 @@ def test_threads_in_transactions_each_use_their_own_connection(url: str) -> None
     assert seen == [None, {"id": "uncommitted"}]
 
 
+def test_a_read_while_holding_a_turn_uses_the_turns_connection(url: str) -> None:
+    """On a pool of one connection: a second one would be waited for until the pool's timeout.
+
+    ``Governance.transaction()`` reads the settings' change counts before its transaction
+    opens, inside the turn an OTLP export step holds.
+    """
+    from governance_core.otel.ingest import ingest
+    from governance_core.otel.otlp_codec import decode_request
+    from tests.otel.exports import export
+
+    store = _open(with_query(url, pool_max_size="1", pool_timeout="2"))
+    try:
+        store.put("teams", {"id": "t1"})
+        with store.turn("one"):
+            assert store.get("teams", "t1") == {"id": "t1"}
+            with store.transaction():
+                store.put("teams", {"id": "t2"})
+        assert store.get("teams", "t2") == {"id": "t2"}
+        gov = Governance(store)
+        principal = gov.authenticate(gov.bootstrap().token)
+        body = decode_request(export(2, 5), "application/x-protobuf", 64)
+        assert ingest(gov, principal, body).accepted == 10
+    finally:
+        store.close()
+
+
 def test_a_turn_held_past_the_lock_timeout_is_temporarily_unavailable(url: str) -> None:
     store, waiter = _open(url), _open(url, lock_timeout_ms=100)
     held, done = threading.Event(), threading.Event()
