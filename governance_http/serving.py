@@ -306,7 +306,7 @@ def serve(
     path = file_path(db)
     os.environ[DB_ENVIRONMENT_VARIABLE] = str(path.resolve()) if path else str(db)
     os.environ[THREADS_VARIABLE] = str(threads or default_threads(db))
-    Granian(
+    server = Granian(
         f"{__name__}:asgi_app",
         address=host,
         port=port,
@@ -316,4 +316,12 @@ def serve(
         factory=True,
         log_level=LogLevels(log_level),
         log_dictconfig=logging_config(log_level, access_log=access_log),
-    ).serve()
+    )
+    try:
+        server.serve()
+    except SystemExit as exit:
+        # Ctrl-C and `kill` of the process group signal the workers too; one that stops
+        # before the main process has read its own signal counts as a crash to Granian,
+        # which then exits 1. Asked to stop, the server stopped: that is success.
+        if not (exit.code == 1 and server.interrupt_signal):
+            raise

@@ -54,6 +54,13 @@ class Served:
                 return seen
         raise AssertionError(f"no {marker!r} in {seen}")
 
+    def output_so_far(self) -> str:
+        """The lines printed and not yet read, for a failing assertion's message."""
+        seen: list[str] = []
+        while not self.lines.empty():
+            seen.append(self.lines.get_nowait())
+        return "".join(seen)
+
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"

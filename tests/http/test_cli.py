@@ -146,7 +146,7 @@ def test_serve_bootstraps_a_new_store_once_and_answers(served: Served, tmp_path:
     status, error = served.request("/team")
     assert (status, error["code"]) == (401, "not_authenticated")
     served.stop()
-    assert served.process.returncode == 0
+    assert served.process.returncode == 0, served.output_so_far()
 
     again = Served(tmp_path / "served.db")
     try:
