@@ -26,7 +26,7 @@ from governance_core.clock import Clock, SystemClock, format_timestamp
 from governance_core.contention import Contention
 from governance_core.context import Config, Context, KnownToken, Principal
 from governance_core.credentials import TOKEN_PREFIX, hash_secret
-from governance_core.domain.batch import WriteBatch, keeps_settings
+from governance_core.domain.batch import WriteBatch, keeps_settings, writes_run_records
 from governance_core.domain.runs import PreparedChecks
 from governance_core.encryption import cipher_from_key
 from governance_core.errors import (
@@ -316,7 +316,7 @@ class Governance:
             # the transaction moved could come back if it rolled back).
             mark = getattr(writing, "settings_mark", None)
         elif mark is None and principal is not None and op.write and (
-            op.batch or keeps_settings(op.name, write=True)
+            op.batch or writes_run_records(op.name)
         ):
             # A known caller (a Session) read no mark. A write of a run's records applies the
             # settings, and their mark is one small read where a risk profile's and the

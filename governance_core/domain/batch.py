@@ -31,8 +31,8 @@ from governance_core.domain.risk import Rulesets
 from governance_core.repository import Record
 
 __all__ = [
-    "SETTINGS_KEPT_ACROSS", "RecordedJudge", "WriteBatch", "batch_of", "deferring_batch",
-    "keeps_settings", "span_rollups", "write_rulesets",
+    "SETTINGS_KEPT_ACROSS", "SETTINGS_KEPT_BY", "RecordedJudge", "WriteBatch", "batch_of",
+    "deferring_batch", "keeps_settings", "span_rollups", "write_rulesets", "writes_run_records",
 ]
 
 SETTINGS_KEPT_ACROSS: Final = frozenset({
@@ -44,14 +44,25 @@ rulesets across them, and a call its settings mark (:class:`~governance_core.con
 Context`)."""
 
 
+SETTINGS_KEPT_BY: Final = frozenset({"agents/create"})
+"""Writes of other resources that change no setting either. A new agent's risk profile is
+read when its first run is scored: no ruleset or policy kept before names the agent."""
+
+
+def writes_run_records(operation: str) -> bool:
+    """Whether ``operation`` writes a resource of :data:`SETTINGS_KEPT_ACROSS`."""
+    return operation.partition("/")[0] in SETTINGS_KEPT_ACROSS
+
+
 def keeps_settings(operation: str, *, write: bool) -> bool:
     """Whether ``operation`` (a read, or a listed write) leaves every ruleset and policy as is.
 
-    The write of a resource in :data:`SETTINGS_KEPT_ACROSS` changes none. An export of
-    short traces finishes a run a trace, and a batch would otherwise look its agent's profile
-    up again after each.
+    The write of a resource in :data:`SETTINGS_KEPT_ACROSS` changes none, nor does one of
+    :data:`SETTINGS_KEPT_BY`. An export of short traces finishes a run a trace (and its
+    first makes the agent), and a batch would otherwise look its agent's profile and the
+    account's policies up again after each.
     """
-    return not write or operation.partition("/")[0] in SETTINGS_KEPT_ACROSS
+    return not write or writes_run_records(operation) or operation in SETTINGS_KEPT_BY
 
 
 RecordedJudge = Callable[[Context, Record, Sequence[Record]], None]

@@ -70,14 +70,16 @@ def test_an_export_of_short_traces_reads_their_runs_together(tmp_path: Path) -> 
     # registration's look-ups of the default environment and of the agent's deployment.
     assert reads["SELECT risk_profiles"] <= 1, reads
     assert reads["SELECT environments"] <= 1 and reads["SELECT agent_deployments"] <= 2, reads
+    # Making the agent changes no setting: the account's policies are read once for the step,
+    # under the change mark read as it began, not once a trace after the agent is made.
+    assert reads["SELECT _changes"] == 1 and reads["SELECT policies"] <= 1, reads
 
 
 def test_an_export_for_a_known_agent_reads_the_settings_and_its_parties_once(
     tmp_path: Path,
 ) -> None:
     # The step's calls apply the settings under the change mark read as it began: the
-    # agent's risk profile and the account's policies are read once, not once a trace (an
-    # export that makes the agent, a setting of its own, reads them again after it).
+    # agent's risk profile and the account's policies are read once, not once a trace.
     reads = _reads(tmp_path, 5, traces=40, agent_known=True)
     assert reads["SELECT _changes"] == 1, reads
     assert reads["SELECT risk_profiles"] <= 1 and reads["SELECT policies"] <= 1, reads
