@@ -322,6 +322,7 @@ def serve(
     except SystemExit as exit:
         # Ctrl-C and `kill` of the process group signal the workers too; one that stops
         # before the main process has read its own signal counts as a crash to Granian,
-        # which then exits 1. Asked to stop, the server stopped: that is success.
-        if not (exit.code == 1 and server.interrupt_signal):
+        # which then exits 1. Asked to stop, the server stopped: that is success. (A Granian
+        # that does not say whether it was signalled keeps its exit status.)
+        if not (exit.code == 1 and getattr(server, "interrupt_signal", False)):
             raise
