@@ -285,6 +285,15 @@ class WriteBehindStore:
             else:
                 memory.absent.add(key)
 
+    def get_many(self, keys: Sequence[_Key]) -> list[Record | None]:
+        """The records under ``keys`` (table and id), each as :meth:`get` answers it.
+
+        In a transaction, those of kept tables not yet known are read together first
+        (:meth:`read_ahead_records`); the rest are read one by one.
+        """
+        self.read_ahead_records(keys)
+        return [self.get(table, record_id) for table, record_id in keys]
+
     def read_ahead_records(self, keys: Sequence[_Key]) -> None:
         """Read the records under ``keys`` (table and id) together, for later gets.
 

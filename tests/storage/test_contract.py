@@ -6,6 +6,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from governance_core.storage import MemoryStore, SQLiteStore, Store
 from governance_core.storage.schema import TABLES
 from governance_core.storage.write_behind import WriteBehindStore
@@ -42,6 +44,20 @@ class TestPostgresStore(StoreContract):
     def teardown_method(self, method: object = None) -> None:
         # The slot closes its store when it is handed out again.
         pass
+
+
+class TestWriteBehindOverPostgres(StoreContract):
+    """The store operations work through on PostgreSQL: every transaction kept, then sent."""
+
+    def make_store(self) -> Store:
+        return WriteBehindStore(shared_slots().store(), every_transaction=True)
+
+    def teardown_method(self, method: object = None) -> None:
+        pass
+
+    def test_a_transaction_opened_alone_runs_beside_no_other(self) -> None:
+        pytest.skip("a put is kept until the commit, where a transaction beside one opened "
+                    "alone waits: the contract's check of when it began does not apply")
 
 
 class TestWriteBehindOverSQLite(StoreContract):
