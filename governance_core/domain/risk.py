@@ -118,8 +118,11 @@ class Rulesets:
         if agent_id not in self._by_agent:
             if agent is None or agent.get("id") != agent_id:
                 agent = self._ctx.tables.agents.get(agent_id)
-            profile_id = None if agent is None else agent.get("risk_profile_id")
-            self._by_agent[agent_id] = ruleset_for(self._ctx, profile_id)
+            if agent is None:
+                # Not kept: an agent made later under this id (a batch keeps its rulesets
+                # across an agent's creation) may name a profile of its own.
+                return ruleset_for(self._ctx, None)
+            self._by_agent[agent_id] = ruleset_for(self._ctx, agent.get("risk_profile_id"))
         return self._by_agent[agent_id]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from governance_core.domain.risk import ruleset_for
+from governance_core.domain.risk import Rulesets, ruleset_for
 from governance_core.errors import Conflict, InvalidAction, NotFound
 from governance_core.rules.risk import ACTIONS, DATA_CATEGORIES, DEFAULT_RULESET, parse_ruleset
 from tests.core.accounts_world import RULESET, World, add_agent, fails, field_codes
@@ -154,3 +154,20 @@ def test_ruleset_for_an_agent(world: World) -> None:
     assert ruleset_for(ctx, world.b.risk_profile_id) == DEFAULT_RULESET
     world.a.session.update_risk_profile(world.a.boot.risk_profile_id, ruleset=RULESET)
     assert ruleset_for(ctx, None) == strict
+
+
+def test_an_agent_made_after_its_ruleset_was_asked_for_is_scored_by_its_own_profile(
+    world: World,
+) -> None:
+    # A batch keeps its rulesets across an agent's creation: the ruleset asked for under an
+    # id no agent had yet is not kept for the agent later made under it.
+    ctx = world.gov.context(world.a.principal)
+    rulesets = Rulesets(ctx)
+    unmade = ctx.new_id()
+    assert rulesets.for_agent(unmade) == DEFAULT_RULESET
+    profiled = add_agent(world.a, risk_profile_id=world.a.risk_profile_id)
+    made = world.gov.store.get("agents", profiled)
+    assert made is not None
+    world.gov.store.put("agents", {**made, "id": unmade})
+    assert rulesets.for_agent(unmade) == ruleset_for(ctx, world.a.risk_profile_id)
+    assert rulesets.for_agent(unmade) != DEFAULT_RULESET
