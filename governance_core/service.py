@@ -370,15 +370,13 @@ class Governance:
         until one of them changes a setting.
         """
         writing = self._writing
-        owns_mark = not getattr(writing, "active", False) and not getattr(
-            writing, "calling", False
-        )
+        outer = getattr(writing, "active", False)
+        owns_mark = not outer and not getattr(writing, "calling", False)
         if owns_mark:
             # Read before the transaction opens: the calls in it apply the risk profiles and
             # policies as they stood then (under this mark), as a single call does.
             tables = self.tables
             writing.settings_mark = tables.change_mark(tables.risk_profiles, tables.policies)
-        outer = getattr(writing, "active", False)
         writing.active = True
         try:
             with self._batch(defers=True) as owned, self._operations_store.batch():
