@@ -78,6 +78,11 @@ class Decision:
     """The recorded span a decision judged after the fact (null for a ``decide``)."""
     interception: dict[str, Any] | None = None
     """The agent-hooks interception record of the emission it decided (its wire form)."""
+    tool_call_number: int | None = attrs.field(
+        default=None, metadata=described(column=True, shown=False)
+    )
+    """An allowed tool call's place among its run's allowed tool calls (1 for the first): the
+    last one's is the run's ``tool_calls``, read from an index whatever their number."""
 
 
 @resource("approval", created_at="ts")

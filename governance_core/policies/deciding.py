@@ -3,8 +3,9 @@
 Everything here runs in the caller's write transaction (``decisions/decide``). The request a
 policy sees is built from the run's stored aggregates, never from its spans: cost and tokens
 from its token groups and kept ``total_cost``, risk from its per-type span counts, counts
-from ``span_counts``, ``tool_calls`` by one indexed count of the run's allowed tool-call
-decisions, and the agent's cost today by one grouped sum over its runs started today (UTC).
+from ``span_counts``, ``tool_calls`` from the number of the run's last allowed tool call (one
+indexed read, however many there were), and the agent's cost today by one sum over an index
+of its runs started today (UTC), no run's row read.
 
 The account's policies are read again only when they changed: one grouped read (their
 number and the sum of their versions; a version only grows and policies are never
@@ -284,12 +285,14 @@ def run_request(
     action: Action,
     active: ActivePolicies,
     needs: frozenset[str] | None = None,
+    tool_calls: int | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The request a policy sees for ``action`` by the run ``instance``, and its entities.
 
     ``needs`` names the attributes the policies to be evaluated read (all of ``active``'s
     unless said): a figure none of them reads is neither computed nor sent (the decision
-    keeps the outcome and reasons, not the request).
+    keeps the outcome and reasons, not the request). ``tool_calls`` is the run's
+    (:func:`run_tool_calls`) when the caller has read it already.
     """
     wanted = active.needs if needs is None else needs
 
@@ -308,13 +311,10 @@ def run_request(
         risk = instance_risk_score(instance, schema_version, ruleset) or {}
     groups = instance.get("token_groups") or []
     counts = instance.get("span_counts") or {}
-    tool_calls = 0
-    if reads("tool_calls"):
-        tool_calls = ctx.tables.decisions.count([
-            Filter("agent_instance_id", "eq", instance["id"]),
-            Filter("action_kind", "eq", "tool_call"),
-            Filter("outcome", "eq", "allow"),
-        ])
+    if not reads("tool_calls"):
+        tool_calls = 0
+    elif tool_calls is None:
+        tool_calls = run_tool_calls(ctx, instance["id"])
     cost_today = 0
     if reads("cost_today_micro_usd"):
         midnight = datetime.combine(ctx.now.date(), time(), tzinfo=ctx.now.tzinfo)
@@ -444,13 +444,34 @@ def _strongest(kinds: Sequence[str]) -> str:
     return "allow"
 
 
+def run_tool_calls(ctx: Context, run_id: str) -> int:
+    """How many tool calls the service allowed the run so far: one indexed read.
+
+    Each allowed call is stored numbered (``tool_call_number``; a store opened from before
+    calls were numbered has its stored ones numbered as it opens), so the run's last one says
+    how many there were, however many: the read finds it at the end of its index range.
+    """
+    last = ctx.tables.decisions.query([
+        Filter("agent_instance_id", "eq", run_id),
+        Filter("action_kind", "eq", "tool_call"),
+        Filter("outcome", "eq", "allow"),
+        Filter("tool_call_number", "ge", 1),
+    ], sort=[SortKey("tool_call_number", descending=True)], limit=1)
+    return int(last[0]["tool_call_number"]) if last else 0
+
+
 def judge(
-    ctx: Context, instance: Record, action: Action, active: ActivePolicies
+    ctx: Context,
+    instance: Record,
+    action: Action,
+    active: ActivePolicies,
+    tool_calls: int | None = None,
 ) -> Verdict:
     """Evaluate ``action`` against the policies in the run's scope and combine them.
 
     Deny wins over pending approval, which wins over allow; a forbid with ``@warn`` adds a
     warning and never blocks; observe-mode policies change only ``observed_outcome``.
+    ``tool_calls`` is the run's, when the caller has read it.
     """
     scope = active.in_scope(instance)
     compiled = active.compiled
@@ -464,7 +485,7 @@ def judge(
     if needs is None:
         # No statement can hold the request: it matches nothing, so nothing need be read.
         return verdict_of(active, scope, Evaluation((), {}))
-    request, entities = run_request(ctx, instance, action, active, needs)
+    request, entities = run_request(ctx, instance, action, active, needs, tool_calls)
     return verdict_of(active, scope, compiled.evaluate(request, entities))
 
 
@@ -561,7 +582,9 @@ def decide_action(
     :data:`POLICY_DENIED` on it.
     """
     active = active_policies(ctx)
-    verdict = judge(ctx, instance, action, active)
+    # A tool call allowed is numbered after the run's others: read whatever the policies say.
+    tool_calls = run_tool_calls(ctx, instance["id"]) if action.kind == "tool_call" else None
+    verdict = judge(ctx, instance, action, active, tool_calls)
     decision_id = ctx.new_id()
     outcome, approval_id = verdict.outcome, None
     reasons = [dict(reason) for reason in verdict.reasons]
@@ -587,6 +610,7 @@ def decide_action(
         ctx, instance, action, decision_id=decision_id, outcome=outcome,
         observed_outcome=verdict.observed_outcome, warnings=verdict.warnings, reasons=reasons,
         approval_id=approval_id,
+        tool_call_number=None if tool_calls is None or outcome != "allow" else tool_calls + 1,
     )
     ctx.tables.decisions.put(decision)
     if outcome == "deny" and find_alert(ctx, instance["id"], POLICY_DENIED) is None:
@@ -607,11 +631,13 @@ def decision_record(
     approval_id: str | None = None,
     action_kind: str | None = None,
     agent_span_id: str | None = None,
+    tool_call_number: int | None = None,
 ) -> Record:
     """The record a decision of ``action`` for the run ``instance`` is stored as, decided now.
 
     ``action_kind`` is the stored kind the run's ``tool_calls`` count reads (the action's
-    own kind unless said); ``agent_span_id`` names the recorded span a decision judged.
+    own kind unless said); ``agent_span_id`` names the recorded span a decision judged;
+    ``tool_call_number`` numbers an allowed tool call among its run's (:func:`run_tool_calls`).
     """
     now = format_timestamp(ctx.now)
     return {
@@ -622,6 +648,7 @@ def decision_record(
         "observed_outcome": observed_outcome, "warnings": list(warnings),
         "reasons": [dict(reason) for reason in reasons], "approval_id": approval_id,
         "agent_span_id": agent_span_id, "decided_at": now, "inserted_at": now,
+        "tool_call_number": tool_call_number,
     }
 
 

@@ -55,6 +55,8 @@ from governance_core.storage.schema import (
     IDS,
     SCHEMA_VERSION,
     TABLES,
+    TOOL_CALL_NUMBERS,
+    TOOL_CALLS_NUMBERED_IN,
     Column,
     ColumnType,
     Table,
@@ -740,6 +742,14 @@ def _migrate_schema(conn: psycopg.Connection[Any]) -> None:
     changed = False
     for table in TABLES.values():
         changed |= _migrate_table(conn, table, present.get(table.name), indexes)
+    if row is not None and int(row[0]) < TOOL_CALLS_NUMBERED_IN:
+        # The record is read from ``data``: the number goes there too.
+        conn.execute(
+            'UPDATE "decisions" SET "tool_call_number" = numbered.number, data ='
+            " (data::jsonb || jsonb_build_object('tool_call_number', numbered.number))::json"
+            f' FROM ({TOOL_CALL_NUMBERS}) AS numbered WHERE "decisions".id = numbered.id'
+        )
+        changed = True
     current = row is not None and int(row[0]) == SCHEMA_VERSION
     if changed or not current:
         # Triggers are (re)made only when the schema moved: making them locks every table

@@ -21,6 +21,8 @@ __all__ = [
     "IDS",
     "SCHEMA_VERSION",
     "TABLES",
+    "TOOL_CALLS_NUMBERED_IN",
+    "TOOL_CALL_NUMBERS",
     "Column",
     "ColumnType",
     "Table",
@@ -186,8 +188,9 @@ TABLES: dict[str, Table] = {
             indexes=(
                 ("account_id", "status"), ("agent_id", "status"),
                 ("agent_id", "external_identifier"), ("environment_id",),
-                # An agent's runs started today (a daily budget's cost): never all its runs.
-                ("agent_id", "started_at"),
+                # An agent's runs started today (a daily budget's cost): never all its runs,
+                # and no row read (the cost is in the index), however many ran today.
+                ("agent_id", "started_at", "total_cost"),
                 ("agent_deployment_id",),
                 ("account_id", "started_at", "status", "risk_level", "total_cost"),
                 ("account_id", "risk_level", "started_at"),
@@ -276,10 +279,10 @@ TABLES: dict[str, Table] = {
         # Runtime governance (governance_core.policies): policies, the decisions taken
         # before an agent acts, and the approvals that hold an action for a person. Every
         # decision sums the account's policy versions from the first index (one indexed
-        # read tells whether any policy changed); a run's decisions of one kind and outcome
-        # are counted from the second. Nothing looks decisions up by their approval (the
-        # approval names its decision), so no index holds it: each one is one more B-tree
-        # page every decision writes.
+        # read tells whether any policy changed); a run's allowed tool calls are counted by
+        # the last one's number, at the end of its range of the second. Nothing looks
+        # decisions up by their approval (the approval names its decision), so no index
+        # holds it: each one is one more B-tree page every decision writes.
         _resource(
             "policies", policies.Policy, marked=True,
             indexes=(("account_id", "version"),),
@@ -287,7 +290,8 @@ TABLES: dict[str, Table] = {
         _resource(
             "decisions", policies.Decision,
             indexes=(
-                ("agent_instance_id", "action_kind", "outcome"), ("account_id", "decided_at"),
+                ("agent_instance_id", "action_kind", "outcome", "tool_call_number"),
+                ("account_id", "decided_at"),
             ),
             index_each=False,
         ),
@@ -303,14 +307,26 @@ TABLES: dict[str, Table] = {
     )
 }
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """Version 4 added the :data:`IDS` table, filled from the resource tables as a store opens;
 version 5 the runs' duration and span count rollups and the ``run_models`` table; version 6
 the runs' ``session_id`` and ``user_id`` (backfilled from the stored records as a store
 opens) and ``span_bucket`` (a run written before it gets one with its next write); version 7
 SQLite's rows that keep a declared field in its column alone (older libraries would read
 ``null`` there, so they refuse such a file); version 8 counts the changes of risk profiles and
-policies."""
+policies; version 9 numbers a run's allowed tool calls (``decisions.tool_call_number``: older
+libraries would store calls unnumbered, which the count would miss)."""
+
+
+TOOL_CALLS_NUMBERED_IN = 9
+"""The schema version from which a run's allowed tool calls are stored numbered: a store
+opened from an older one has its stored calls numbered (:data:`TOOL_CALL_NUMBERS`)."""
+TOOL_CALL_NUMBERS = (
+    "SELECT id, row_number() OVER (PARTITION BY agent_instance_id ORDER BY decided_at, id)"
+    " AS number FROM decisions WHERE action_kind = 'tool_call' AND outcome = 'allow'"
+)
+"""Each stored allowed tool call's id and number (1 for its run's first), in SQL that SQLite and
+PostgreSQL both run."""
 
 
 def kinded_tables() -> list[Table]:

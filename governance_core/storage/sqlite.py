@@ -46,6 +46,8 @@ from governance_core.storage.schema import (
     IDS,
     SCHEMA_VERSION,
     TABLES,
+    TOOL_CALL_NUMBERS,
+    TOOL_CALLS_NUMBERED_IN,
     ColumnType,
     Table,
     kinded_tables,
@@ -663,6 +665,11 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
         upgrading = row is not None and int(row[0]) < SCHEMA_VERSION
         for table in TABLES.values():
             _migrate_table(db, table, upgrading=upgrading)
+        if row is not None and int(row[0]) < TOOL_CALLS_NUMBERED_IN:
+            conn.execute(
+                "UPDATE [decisions] SET [tool_call_number] = numbered.number"
+                f" FROM ({TOOL_CALL_NUMBERS}) AS numbered WHERE [decisions].id = numbered.id"
+            )
         _count_changes(conn, [table.name for table in TABLES.values() if table.marked])
         _record_ids(conn, fill=not had_ids, renew=upgrading)
         conn.execute(

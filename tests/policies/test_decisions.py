@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -287,13 +288,23 @@ def test_only_what_the_policies_that_can_hold_an_action_read_is_computed(
     world.policy('forbid (principal, action == Action::"call_model", resource)'
                  " when { context.agent.cost_today_micro_usd >= 1 };")
     asked: list[tuple[str, ...]] = []
-    counted = world.gov.store.count
+    counted, queried = world.gov.store.count, world.gov.store.query
 
     def count(table: str, filters: object = ()) -> int:
         asked.append(("count", table))
         return counted(table, filters)  # type: ignore[arg-type]
 
+    def query(table: str, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        asked.append(("query", table))
+        return queried(table, *args, **kwargs)
+
+    def decisions_read() -> list[tuple[str, ...]]:
+        read = [step for step in asked if step[0] == "count" or step[1] == "decisions"]
+        asked.clear()
+        return read
+
     monkeypatch.setattr(world.gov.store, "count", count)
+    monkeypatch.setattr(world.gov.store, "query", query)
     sent: list[dict[str, object]] = []
     built = deciding.policy_request
 
@@ -303,10 +314,13 @@ def test_only_what_the_policies_that_can_hold_an_action_read_is_computed(
         return made
 
     monkeypatch.setattr(deciding, "policy_request", request)
-    # No statement can hold a search: nothing is read, nothing asked of the engine.
+    # No statement can hold a search: nothing is counted for the policies, nothing asked of
+    # the engine. The one read is of the run's last allowed tool call, which the search,
+    # allowed, is numbered after.
     assert world.decide(run, "tool_call", "search")["outcome"] == "allow"
-    assert asked == [] and sent == []
-    # A refund: the run's tool calls (the allowed search) are counted, and only they are sent.
+    assert decisions_read() == [("query", "decisions")] and sent == []
+    # A refund: the run's tool calls (the allowed search) are read once, from that number
+    # (not counted), and only they are sent.
     assert world.decide(run, "tool_call", "refund", {"amount": 5})["outcome"] == "deny"
-    assert asked == [("count", "decisions")]
+    assert decisions_read() == [("query", "decisions")]
     assert sent == [{"run": {"tool_calls": 1}}]

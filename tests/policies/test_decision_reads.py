@@ -1,0 +1,80 @@
+"""What a decide reads on SQLite does not grow with the run's calls or the agent's day.
+
+A regression guard, not a timing: each read a decide makes is checked against SQLite's plan
+for it. The run's tool calls are read from the end of their index range (the last one's
+number), the agent's cost today from an index that holds it (no run's row is read), and
+no read scans a table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governance_core.context import Config
+from governance_core.encryption import PlaintextForTests
+from governance_core.service import Governance, Session
+from governance_core.storage import SQLiteStore
+
+POLICIES = (
+    'forbid (principal, action == Action::"call_tool", resource)'
+    " when { context.run.tool_calls >= 1000 };",
+    "forbid (principal, action, resource)"
+    " when { context.agent.cost_today_micro_usd >= 1000000000 };",
+)
+
+
+def _run(session: Session, agent_id: str) -> str:
+    run = session.details("agent_instances/register", {
+        "agent_id": agent_id, "agent_version": {"external_identifier": "v1"},
+        "agent_schema_version": {"external_identifier": "s1"},
+    })
+    session.call("agent_instances/start", {"agent_instance_id": run["id"]})
+    return str(run["id"])
+
+
+def _decide(session: Session, run_id: str) -> dict[str, Any]:
+    return session.details("decisions/decide", {
+        "agent_instance_id": run_id, "action": {"kind": "tool_call", "name": "search"},
+    })
+
+
+def test_a_decides_reads_are_index_searches_that_read_no_more_than_they_answer() -> None:
+    store = SQLiteStore(":memory:")
+    gov = Governance(store, config=Config(cipher=PlaintextForTests()))
+    try:
+        session = gov.session(gov.bootstrap().token)
+        agent = session.details("agents/create", {"name": "busy"})["id"]
+        for number, source in enumerate(POLICIES):
+            session.call("policies/create", {"name": f"p{number}", "source": source})
+        # Other runs of the agent today, and a run with calls before this one.
+        for _ in range(20):
+            _run(session, agent)
+        run = _run(session, agent)
+        decided = [_decide(session, run) for _ in range(30)]
+        assert {decision["outcome"] for decision in decided} == {"allow"}
+        seen: list[str] = []
+        with store._use() as link:
+            link.conn.set_trace_callback(seen.append)
+        try:
+            assert _decide(session, run)["outcome"] == "allow"
+        finally:
+            with store._use() as link:
+                link.conn.set_trace_callback(None)
+        with store._use() as link:
+            plans = {
+                statement: " / ".join(
+                    row[3] for row in link.conn.execute(f"EXPLAIN QUERY PLAN {statement}")
+                )
+                for statement in seen if statement.startswith("SELECT")
+            }
+        numbers = [decision.get("tool_call_number") for decision in store.query("decisions")]
+    finally:
+        gov.close()
+    assert not [plan for plan in plans.values() if "SCAN" in plan], plans
+    (tool_calls,) = [plan for statement, plan in plans.items() if "FROM [decisions]" in statement]
+    assert "tool_call_number>?" in tool_calls, tool_calls
+    (cost_today,) = [plan for statement, plan in plans.items()
+                     if "sum([total_cost])" in statement]
+    assert "COVERING INDEX" in cost_today, cost_today
+    # Each allowed call is numbered after those before it.
+    assert sorted(numbers) == list(range(1, 32))
