@@ -183,6 +183,28 @@ def test_tool_calls_count_the_allowed_tool_calls_of_the_run(world: RunWorld) -> 
     assert world.decide(world.run(), "tool_call", "search")["outcome"] == "allow"
 
 
+def test_tool_calls_decided_in_one_bulk_request_count_those_before_them(
+    world: RunWorld,
+) -> None:
+    run = world.run()
+    world.policy(
+        'forbid (principal, action == Action::"call_tool", resource)'
+        " when { context.run.tool_calls >= 2 };"
+    )
+    items = [
+        {"_type": "decisions/decide", "idempotency_key": f"tool-call-{number}",
+         "agent_instance_id": run, "action": {"kind": "tool_call", "name": "search"}}
+        for number in range(3)
+    ]
+    outputs = world.session.call("bulk", {"items": items})["outputs"]
+    assert [outputs[f"tool-call-{number}"]["details"]["outcome"] for number in range(3)] == [
+        "allow", "allow", "deny",
+    ]
+    # Each allowed call counts for the next, in the same transaction and after it.
+    assert world.decide(run, "tool_call", "search")["outcome"] == "deny"
+    assert world.decide(run, "model_call", "gpt-4o")["outcome"] == "allow"
+
+
 def test_cost_today_sums_the_agents_runs_started_today(world: RunWorld) -> None:
     clock = world.gov.clock
     assert isinstance(clock, FixedClock)
