@@ -150,9 +150,11 @@ def in_process(
 def busy(
     db: Path, token: str, agent_id: str, calls: int, runs: int, decisions: int
 ) -> list[float]:
-    """Latencies (seconds) of decides on a run with ``calls`` allowed tool calls before them,
-    for an agent with ``runs`` other runs started today (what a long run on a busy day reads:
-    its tool calls and the agent's cost today)."""
+    """Latencies (seconds) of decides on a long run of a busy day.
+
+    The run has ``calls`` allowed tool calls before them, its agent ``runs`` other runs
+    started today: what a decide reads of both should not grow with them.
+    """
     with Governance.open(db) as gov:
         session = gov.session(token)
         with gov.transaction():
