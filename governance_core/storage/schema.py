@@ -325,7 +325,7 @@ TOOL_CALL_NUMBERS = (
     "SELECT id, row_number() OVER (PARTITION BY agent_instance_id ORDER BY decided_at, id)"
     " AS number FROM decisions WHERE action_kind = 'tool_call' AND outcome = 'allow'"
 )
-"""Each stored allowed tool call's id and number (1 for its run's first), in SQL that SQLite and
+"""Each stored allowed tool call's id and number (1 for its run's first): a query SQLite and
 PostgreSQL both run."""
 
 

@@ -666,10 +666,7 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
         for table in TABLES.values():
             _migrate_table(db, table, upgrading=upgrading)
         if row is not None and int(row[0]) < TOOL_CALLS_NUMBERED_IN:
-            conn.execute(
-                "UPDATE [decisions] SET [tool_call_number] = numbered.number"
-                f" FROM ({TOOL_CALL_NUMBERS}) AS numbered WHERE [decisions].id = numbered.id"
-            )
+            _number_tool_calls(conn)
         _count_changes(conn, [table.name for table in TABLES.values() if table.marked])
         _record_ids(conn, fill=not had_ids, renew=upgrading)
         conn.execute(
@@ -681,6 +678,22 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _number_tool_calls(conn: sqlite3.Connection) -> None:
+    """Number the stored allowed tool calls of each run (schema version 9).
+
+    Through a table of the numbers rather than ``UPDATE ... FROM``, which SQLite before 3.33
+    does not have.
+    """
+    conn.execute("CREATE TEMP TABLE numbered_tool_calls (id TEXT PRIMARY KEY, number INTEGER)")
+    conn.execute(f"INSERT INTO numbered_tool_calls {TOOL_CALL_NUMBERS}")
+    conn.execute(
+        "UPDATE [decisions] SET [tool_call_number] = (SELECT number FROM numbered_tool_calls"
+        " WHERE numbered_tool_calls.id = [decisions].id)"
+        " WHERE id IN (SELECT id FROM numbered_tool_calls)"
+    )
+    conn.execute("DROP TABLE numbered_tool_calls")
 
 
 def _count_changes(conn: sqlite3.Connection, tables: list[str]) -> None:
