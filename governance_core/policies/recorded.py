@@ -45,7 +45,7 @@ from governance_core.policies.deciding import (
     verdict_of,
 )
 from governance_core.policies.schema import KIND_ACTIONS, RESOURCE_TYPES, UNKNOWN
-from governance_core.repository import Filter, Record, tenant_filter
+from governance_core.repository import Filter, Record
 from governance_core.rules.cost import UNKNOWN_MODEL, PricingCatalogue, Usage, cost_breakdown
 from governance_core.rules.risk import (
     CLASSIFICATIONS,
@@ -456,8 +456,9 @@ class RecordedJudge:
                 bound = format_timestamp(self.ctx.now)
             else:
                 bound = format_timestamp(run.started if run.started and today else at)
+            # The run's own agent is its account's: no tenant filter, so that the index of the
+            # agent's runs by start answers alone, reading no run.
             rows = self.ctx.tables.agent_instances.aggregate(sums=["total_cost"], filters=[
-                tenant_filter(run.instance["account_id"]),
                 Filter("agent_id", "eq", run.instance["agent_id"]),
                 Filter("started_at", "ge", day), Filter("started_at", "lt", bound),
                 Filter("id", "ne", run.instance["id"]),

@@ -188,9 +188,10 @@ TABLES: dict[str, Table] = {
             indexes=(
                 ("account_id", "status"), ("agent_id", "status"),
                 ("agent_id", "external_identifier"), ("environment_id",),
-                # An agent's runs started today (a daily budget's cost): never all its runs,
-                # and no row read (the cost is in the index), however many ran today.
-                ("agent_id", "started_at", "total_cost"),
+                # An agent's runs started today (a daily budget's cost, as a decide and as a
+                # recorded span's judge read it, this run left out): never all its runs, and
+                # no row read (the cost and the id are in the index), however many ran today.
+                ("agent_id", "started_at", "total_cost", "id"),
                 ("agent_deployment_id",),
                 ("account_id", "started_at", "status", "risk_level", "total_cost"),
                 ("account_id", "risk_level", "started_at"),

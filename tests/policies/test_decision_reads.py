@@ -1,13 +1,14 @@
-"""What a decide reads on SQLite does not grow with the run's calls or the agent's day.
+"""What a decision reads on SQLite does not grow with the run's calls or the agent's day.
 
-A regression guard, not a timing: each read a decide makes is checked against SQLite's plan
-for it. The run's tool calls are read from the end of their index range (the last one's
-number), the agent's cost today from an index that holds it (no run's row is read), and
-no read scans a table.
+A regression guard, not a timing: each read a decide (or the judge of a recorded span) makes
+is checked against SQLite's plan for it. The run's tool calls are read from the end of their
+index range (the last one's number), the agent's cost today from an index that holds it (no
+run's row is read), and no read scans a table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from governance_core.context import Config
@@ -26,7 +27,9 @@ POLICIES = (
 def _run(session: Session, agent_id: str) -> str:
     run = session.details("agent_instances/register", {
         "agent_id": agent_id, "agent_version": {"external_identifier": "v1"},
-        "agent_schema_version": {"external_identifier": "s1"},
+        "agent_schema_version": {"external_identifier": "s1", "span_type_schemas": [
+            {"name": "llm", "params_schema": {"type": "object"}},
+        ]},
     })
     session.call("agent_instances/start", {"agent_instance_id": run["id"]})
     return str(run["id"])
@@ -36,6 +39,48 @@ def _decide(session: Session, run_id: str) -> dict[str, Any]:
     return session.details("decisions/decide", {
         "agent_instance_id": run_id, "action": {"kind": "tool_call", "name": "search"},
     })
+
+
+def _plans(store: SQLiteStore, write: Callable[[], object]) -> dict[str, str]:
+    """SQLite's plan of each read ``write`` makes, by statement."""
+    seen: list[str] = []
+    with store._use() as link:
+        link.conn.set_trace_callback(seen.append)
+    try:
+        write()
+    finally:
+        with store._use() as link:
+            link.conn.set_trace_callback(None)
+    with store._use() as link:
+        return {
+            statement: " / ".join(
+                row[3] for row in link.conn.execute(f"EXPLAIN QUERY PLAN {statement}")
+            )
+            for statement in seen if statement.startswith("SELECT")
+        }
+
+
+def test_a_recorded_spans_judge_sums_the_agents_day_from_an_index() -> None:
+    store = SQLiteStore(":memory:")
+    gov = Governance(store, config=Config(cipher=PlaintextForTests()))
+    try:
+        session = gov.session(gov.bootstrap().token)
+        agent = session.details("agents/create", {"name": "busy"})["id"]
+        session.call("policies/create", {"name": "budget", "source": POLICIES[1]})
+        for _ in range(20):
+            _run(session, agent)
+        run = _run(session, agent)
+        plans = _plans(store, lambda: session.call("agent_spans/create", {
+            "agent_instance_id": run, "schema_name": "llm", "status": "complete",
+            "payload": {"model": "gpt-4o", "token_usage": {"prompt_tokens": 10}},
+        }))
+    finally:
+        gov.close()
+    assert not [plan for plan in plans.values() if "SCAN" in plan], plans
+    # The agent's other runs of the day: the run itself is left out in the index too.
+    (cost_today,) = [plan for statement, plan in plans.items()
+                     if "sum([total_cost])" in statement]
+    assert "COVERING INDEX" in cost_today, cost_today
 
 
 def test_a_decides_reads_are_index_searches_that_read_no_more_than_they_answer() -> None:
@@ -52,21 +97,9 @@ def test_a_decides_reads_are_index_searches_that_read_no_more_than_they_answer()
         run = _run(session, agent)
         decided = [_decide(session, run) for _ in range(30)]
         assert {decision["outcome"] for decision in decided} == {"allow"}
-        seen: list[str] = []
-        with store._use() as link:
-            link.conn.set_trace_callback(seen.append)
-        try:
-            assert _decide(session, run)["outcome"] == "allow"
-        finally:
-            with store._use() as link:
-                link.conn.set_trace_callback(None)
-        with store._use() as link:
-            plans = {
-                statement: " / ".join(
-                    row[3] for row in link.conn.execute(f"EXPLAIN QUERY PLAN {statement}")
-                )
-                for statement in seen if statement.startswith("SELECT")
-            }
+        decided: list[dict[str, Any]] = []
+        plans = _plans(store, lambda: decided.append(_decide(session, run)))
+        assert decided[0]["outcome"] == "allow"
         numbers = [decision.get("tool_call_number") for decision in store.query("decisions")]
     finally:
         gov.close()
