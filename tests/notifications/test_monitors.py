@@ -148,6 +148,37 @@ def test_metrics_over_the_window(clocked: tuple[Governance, FixedClock]) -> None
     assert value("run_count", agent_id=agent["id"]) == 0
 
 
+def test_counts_of_runs_by_status_are_counted_by_the_store(
+    clocked: tuple[Governance, FixedClock], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gov, _ = clocked
+    caller = account_caller(gov, gov.bootstrap())
+    agent = make_agent(caller)
+    finished_run(caller, agent["id"])
+    finished_run(caller, agent["id"], status="failed")
+    register(caller, agent["id"])
+    made = {
+        metric: caller.details("monitors/create", name=metric, metric=metric,
+                               agent_id=agent["id"], window_seconds=600, warning=1e9)["id"]
+        for metric in ("run_count", "failed_runs", "error_rate")
+    }
+    queried = gov.store.query
+
+    def query(table: str, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        # However many runs the window holds, none is read to count them.
+        assert table != "agent_instances", "a run was read"
+        return queried(table, *args, **kwargs)
+
+    monkeypatch.setattr(gov.store, "query", query)
+    values = {
+        metric: caller.call("monitors/evaluate", monitor_id=monitor_id)["evaluated"][0][
+            "last_value"
+        ]
+        for metric, monitor_id in made.items()
+    }
+    assert values == {"run_count": 2, "failed_runs": 1, "error_rate": 0.5}
+
+
 def test_a_monitor_with_no_run_changes_state_without_an_alert(
     clocked: tuple[Governance, FixedClock],
 ) -> None:
