@@ -10,13 +10,14 @@ parsing of a ruleset is kept, keyed by the ruleset's JSON text (a changed rulese
 key). A token and its account are kept by ``Governance`` itself, under the same mark.
 
 Beside them, and not read from the store: the recent failed attempts to present a credential
-(:mod:`governance_core.rate_limits`).
+(:mod:`governance_core.rate_limits`), and when each account's idle trace runs were last ended.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
+from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -88,6 +89,9 @@ class Caches:
         ] = BoundedCache()
         # Failed attempts to present a credential, by address and by credential.
         self.failed_attempts = FailedAttempts()
+        # By account: when an export last ended the account's idle trace runs
+        # (governance_core.otel.ingest), by the Governance's clock.
+        self.idle_sweeps: dict[str, datetime] = {}
 
     def schema_version(self, table: RecordTable, schema_version_id: str) -> Record | None:
         """The schema version ``schema_version_id`` of ``table``, read once (it never changes)."""

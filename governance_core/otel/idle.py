@@ -84,13 +84,17 @@ def _activity_spans(governance: Governance, run_id: str) -> Iterator[Record]:
     yield from governance.tables.agent_spans.iterate(filters)
 
 
+def _trace_id(run: Record) -> str | None:
+    """The trace id the run's external identifier may be (a run of a trace has one)."""
+    trace_id = run.get("external_identifier")
+    return trace_id if isinstance(trace_id, str) and _TRACE_ID.fullmatch(trace_id) else None
+
+
 def _is_trace_run(run: Record, first_span: Record | None) -> bool:
     """Whether the run records an OpenTelemetry trace (then its root may be awaited)."""
-    trace_id = run.get("external_identifier")
-    if not isinstance(trace_id, str) or not _TRACE_ID.fullmatch(trace_id):
-        return False
+    trace_id = _trace_id(run)
     otel = (first_span or {}).get("payload", {}).get("otel.span")
-    return isinstance(otel, dict) and otel.get("trace_id") == trace_id
+    return trace_id is not None and isinstance(otel, dict) and otel.get("trace_id") == trace_id
 
 
 def end_idle_runs(
@@ -131,12 +135,14 @@ def _end_account_runs(
         Filter("account_id", "eq", account_id), Filter("status", "in", _OPEN),
         Filter("last_activity_span_at", "lt", cutoff),
     ]
-    offset = 0
+    after: list[Filter] = []
     while True:
-        page = governance.tables.agent_instances.query(filters, offset=offset, limit=_PAGE)
-        done = 0
+        # Paged on by id (the query's order), past the runs skipped and ended alike: each
+        # page starts where the last ended, not by reading the skipped ones again.
+        page = governance.tables.agent_instances.query([*filters, *after], limit=_PAGE)
         for run in page:
-            if run.get("updated_at", "") >= cutoff:
+            # A run whose identifier is no trace id is not one: its spans are not read.
+            if run.get("updated_at", "") >= cutoff or _trace_id(run) is None:
                 continue
             spans = _activity_spans(governance, run["id"])
             first = next(spans, None)
@@ -150,11 +156,9 @@ def _end_account_runs(
                 _log.warning("run %s not ended: %s", run["id"], error.message)
                 continue
             ended.append(run["id"])
-            done += 1
         if len(page) < _PAGE:
             return True
-        # Ended runs leave the filter; skipped ones stay, so page on past them only.
-        offset += len(page) - done
+        after = [Filter("id", "gt", page[-1]["id"])]
 
 
 def _end(governance: Governance, run: Record, spans: list[Record], idle_after: timedelta) -> None:

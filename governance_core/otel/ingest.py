@@ -32,6 +32,7 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXPORT_TURN",
+    "IDLE_SWEEP_EVERY",
     "STEP_PAUSE_SECONDS",
     "STEP_SECONDS",
     "STEP_SPANS",
@@ -89,6 +91,8 @@ __all__ = [
     "ingest",
 ]
 
+IDLE_SWEEP_EVERY: Final = timedelta(minutes=1)
+"""How often at most an account's exports end its idle trace runs (:func:`end_idle_runs`)."""
 STEP_SPANS: Final = 200
 """The most spans one step of an export writes in its transaction."""
 EXPORT_TURN: Final = "otlp-export"
@@ -194,7 +198,8 @@ def ingest(
     step under way and is raised as it came; the steps before it stay stored.
 
     Then, when ``settings.root_wait`` is set, the account's trace runs idle that long are
-    ended (:func:`governance_core.otel.idle.end_idle_runs`).
+    ended (:func:`governance_core.otel.idle.end_idle_runs`), unless an export did so less than
+    :data:`IDLE_SWEEP_EVERY` ago (or the root wait, when shorter).
     """
     settings = settings or MappingSettings()
     steps = steps or ExportSteps()
@@ -245,7 +250,9 @@ def ingest(
             deadline += steps.timer() - began
         if not finished and steps.pause_seconds:
             steps.sleep(steps.pause_seconds)
-    if settings.root_wait is not None:
+    if settings.root_wait is not None and _sweep_due(
+        governance, principal.account_id, settings.root_wait
+    ):
         # After the export's own steps: ending another run never undoes the export, and a
         # busy store leaves it to the next export (the export itself is stored).
         with contextlib.suppress(TemporarilyUnavailable):
@@ -257,6 +264,24 @@ def ingest(
         rejected=(*rejected, *recorder.rejected),
         run_ids=tuple(recorder.run_ids),
     )
+
+
+def _sweep_due(governance: Governance, account_id: str, root_wait: timedelta) -> bool:
+    """Whether this export ends the account's idle trace runs.
+
+    At most once a :data:`IDLE_SWEEP_EVERY` (or ``root_wait``, when shorter), by the
+    Governance's clock. A sweep reads every pending or active run of the account last active
+    before the wait, and each one's first span: once per export, an account's unfinished runs
+    would cost every export as much. A run that turns idle meanwhile is ended by the next
+    sweep, that much late.
+    """
+    now = governance.clock()
+    swept = governance.caches.idle_sweeps
+    last = swept.get(account_id)
+    if last is not None and now < last + min(root_wait, IDLE_SWEEP_EVERY):
+        return False
+    swept[account_id] = now
+    return True
 
 
 def _progress(recorder: _Recorder, total: int) -> str:

@@ -20,6 +20,7 @@ from governance_core.otel import (
     parse_root_wait,
 )
 from governance_core.otel.idle import idle_run_status
+from governance_core.otel.ingest import IDLE_SWEEP_EVERY
 from governance_core.service import Session
 from tests.otel.shapes import new_governance
 from tests.otel.traces import runs
@@ -66,8 +67,13 @@ def test_a_rootless_run_ends_after_the_idle_time_and_says_its_root_never_came() 
     assert the_run(session)["status"] == "active"
 
     clock.advance(timedelta(seconds=5))
-    # Any later export of the account ends it.
+    # Idle now, but the account's idle runs were looked for by the export 5 s ago: an export
+    # looks at most once a minute.
     ingest(gov, session.principal, [span("000000000000000a", "", trace="2" * 32, seconds=3605)])
+    assert the_run(session)["status"] == "active"
+    clock.advance(IDLE_SWEEP_EVERY)
+    # Any later export of the account ends it.
+    ingest(gov, session.principal, [span("000000000000000b", "", trace="4" * 32, seconds=3665)])
     run = the_run(session)
     assert run["status"] == "complete"
     assert run["finished_at"] == "2026-01-01T00:00:03.000000Z"
@@ -94,6 +100,38 @@ def test_the_status_comes_from_the_highest_spans_that_arrived() -> None:
     assert the_run(session)["status"] == "failed"
     # A second sweep finds nothing left to end.
     assert end_idle_runs(gov) == ()
+
+
+def test_a_sweep_pages_past_many_unfinished_runs_that_are_no_traces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FixedClock(START)
+    gov, session = new_governance(clock)
+    ingest(gov, session.principal, rootless())
+    trace_run = the_run(session)["id"]
+    agent = session.details("agents/create", name="Api", external_identifier="api")
+    # More unfinished runs recorded through the API than a page of the sweep holds, each with
+    # a span (so with a latest span time, as the sweep looks for).
+    with gov.transaction():
+        for number in range(600):
+            job = session.details("agent_instances/register", agent_id=agent["id"],
+                                  agent_version={"external_identifier": "1"},
+                                  external_identifier=f"job-{number}")
+            session.call("agent_spans/create", agent_instance_id=job["id"], schema_name="step",
+                         status="complete", started_at="2026-01-01T00:00:00Z")
+    clock.advance(timedelta(hours=2))
+    read: list[str] = []
+    iterate = gov.store.iterate
+
+    def spans_read(table: str, *args: Any, **kwargs: Any) -> Any:
+        read.append(table)
+        return iterate(table, *args, **kwargs)
+
+    monkeypatch.setattr(gov.store, "iterate", spans_read)
+    assert end_idle_runs(gov) == (trace_run,)
+    # Only the run whose identifier is a trace id has its spans read.
+    assert read.count("agent_spans") == 1
+    assert {run["status"] for run in runs(session)} == {"active", "complete"}
 
 
 def test_the_idle_time_is_configurable_and_other_runs_are_left_alone() -> None:
