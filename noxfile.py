@@ -107,6 +107,7 @@ def bench(session: nox.Session) -> None:
         "benchmarks/run_find_bench.py",
         "benchmarks/disk_bench.py",
         "benchmarks/decision_bench.py",
+        "benchmarks/busy_account_bench.py",
         "benchmarks/backtest_bench.py",
         "benchmarks/mlflow_bench.py",
         "benchmarks/slow_body_bench.py",
