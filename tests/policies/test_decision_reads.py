@@ -8,7 +8,8 @@ run's row is read), and no read scans a table.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from governance_core.context import Config
@@ -60,22 +61,29 @@ def _plans(store: SQLiteStore, write: Callable[[], object]) -> dict[str, str]:
         }
 
 
-def test_a_recorded_spans_judge_sums_the_agents_day_from_an_index() -> None:
+@contextmanager
+def _busy_agent(*policies: str) -> Iterator[tuple[SQLiteStore, Session, str]]:
+    """A store with ``policies`` live, and an agent with 20 other runs today: its new run."""
     store = SQLiteStore(":memory:")
     gov = Governance(store, config=Config(cipher=PlaintextForTests()))
     try:
         session = gov.session(gov.bootstrap().token)
         agent = session.details("agents/create", {"name": "busy"})["id"]
-        session.call("policies/create", {"name": "budget", "source": POLICIES[1]})
+        for number, source in enumerate(policies):
+            session.call("policies/create", {"name": f"p{number}", "source": source})
         for _ in range(20):
             _run(session, agent)
-        run = _run(session, agent)
+        yield store, session, _run(session, agent)
+    finally:
+        gov.close()
+
+
+def test_a_recorded_spans_judge_sums_the_agents_day_from_an_index() -> None:
+    with _busy_agent(POLICIES[1]) as (store, session, run):
         plans = _plans(store, lambda: session.call("agent_spans/create", {
             "agent_instance_id": run, "schema_name": "llm", "status": "complete",
             "payload": {"model": "gpt-4o", "token_usage": {"prompt_tokens": 10}},
         }))
-    finally:
-        gov.close()
     assert not [plan for plan in plans.values() if "SCAN" in plan], plans
     # The agent's other runs of the day: the run itself is left out in the index too.
     (cost_today,) = [plan for statement, plan in plans.items()
@@ -84,25 +92,16 @@ def test_a_recorded_spans_judge_sums_the_agents_day_from_an_index() -> None:
 
 
 def test_a_decides_reads_are_index_searches_that_read_no_more_than_they_answer() -> None:
-    store = SQLiteStore(":memory:")
-    gov = Governance(store, config=Config(cipher=PlaintextForTests()))
-    try:
-        session = gov.session(gov.bootstrap().token)
-        agent = session.details("agents/create", {"name": "busy"})["id"]
-        for number, source in enumerate(POLICIES):
-            session.call("policies/create", {"name": f"p{number}", "source": source})
-        # Other runs of the agent today, and a run with calls before this one.
-        for _ in range(20):
-            _run(session, agent)
-        run = _run(session, agent)
+    # Other runs of the agent today, and a run with calls before this one.
+    with _busy_agent(*POLICIES) as (store, session, run):
         decided = [_decide(session, run) for _ in range(30)]
         assert {decision["outcome"] for decision in decided} == {"allow"}
-        decided: list[dict[str, Any]] = []
-        plans = _plans(store, lambda: decided.append(_decide(session, run)))
-        assert decided[0]["outcome"] == "allow"
-        numbers = [decision.get("tool_call_number") for decision in store.query("decisions")]
-    finally:
-        gov.close()
+        asked: list[dict[str, Any]] = []
+        plans = _plans(store, lambda: asked.append(_decide(session, run)))
+        assert asked[0]["outcome"] == "allow"
+        numbers = [
+            int(decision.get("tool_call_number") or 0) for decision in store.query("decisions")
+        ]
     assert not [plan for plan in plans.values() if "SCAN" in plan], plans
     (tool_calls,) = [plan for statement, plan in plans.items() if "FROM [decisions]" in statement]
     assert "tool_call_number>?" in tool_calls, tool_calls
