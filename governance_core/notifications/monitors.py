@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
 import attrs
 
-from governance_core.clock import format_timestamp, parse_timestamp
+from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.converter import to_record
 from governance_core.domain.alerts import clear_alert, find_alert, raise_alert
-from governance_core.domain.insights import instance_cost, run_insights
+from governance_core.domain.insights import run_insights
 from governance_core.domain.risk import Rulesets
 from governance_core.models.notifications import (
     MONITOR_COMPARISONS,
@@ -54,6 +53,7 @@ _FAILED = ("failed", "terminated")
 _FINISHED = ("complete", "failed", "cancelled", "terminated")
 _BY_STATUS = frozenset({"run_count", "failed_runs", "error_rate"})
 """Metrics told from the runs' count per status: counted by the store, no run read."""
+_MS_IN_SECONDS = 1000
 
 
 def _passes(value: float, threshold: float, comparison: str) -> bool:
@@ -97,13 +97,17 @@ def level_after(
     return level
 
 
-def _percentile(values: list[float], fraction: float) -> float | None:
-    """The nearest-rank percentile of ``values``; None when there are none."""
-    if not values:
+def _percentile(counted: list[tuple[int, int]], fraction: float) -> int | None:
+    """The nearest-rank percentile of values given with how many times each occurs."""
+    total = sum(count for _, count in counted)
+    if not total:
         return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(fraction * len(ordered)))
-    return ordered[rank - 1]
+    rank = max(1, math.ceil(fraction * total))
+    for value, count in sorted(counted):
+        rank -= count
+        if rank <= 0:
+            return value
+    raise AssertionError("unreachable: the rank is within the total")
 
 
 def _scope(monitor: Monitor) -> list[Filter]:
@@ -144,6 +148,16 @@ def measure(ctx: Context, monitor: Monitor) -> float | None:
             for row in ctx.tables.agent_instances.aggregate([GroupBy("status")], filters=live)
         }
         return _status_metric(monitor.metric, counts)
+    if monitor.metric == "cost_usd":
+        # The runs' kept cost, priced as each usage was recorded: the figure the console
+        # and the policies read.
+        rows = ctx.tables.agent_instances.aggregate(sums=["total_cost"], filters=live)
+        return float(rows[0].sums[0] or 0) if rows else 0.0
+    if monitor.metric == "p95_duration_seconds":
+        finished = [*live, Filter("status", "in", list(_FINISHED))]
+        rows = ctx.tables.agent_instances.aggregate([GroupBy("duration_ms")], filters=finished)
+        p95 = _percentile([(r.key[0], r.count) for r in rows if r.key[0] is not None], 0.95)
+        return None if p95 is None else p95 / _MS_IN_SECONDS
     return _run_metric(ctx, monitor.metric, ctx.tables.agent_instances.query(live))
 
 
@@ -159,26 +173,12 @@ def _status_metric(metric: str, counts: dict[str, int]) -> float | None:
 
 
 def _run_metric(ctx: Context, metric: str, runs: list[Record]) -> float | None:
-    finished = [run for run in runs if run.get("status") in _FINISHED]
+    """A metric that reads each run of the window: its token usage, risk or quality."""
     if metric == "tokens":
         return float(sum(
             group.input + group.output + group.cache_read
             for run in runs for group in stored_token_groups(run)
         ))
-    if metric == "cost_usd":
-        total = Decimal(0)
-        for run in runs:
-            cost = instance_cost(run, ctx.config.pricing)
-            if cost is not None and cost["total_cost"] is not None:
-                total += cost["total_cost"]
-        return float(total)
-    if metric == "p95_duration_seconds":
-        durations = [
-            (parse_timestamp(run["finished_at"]) - parse_timestamp(run["started_at"]))
-            .total_seconds()
-            for run in finished if run.get("finished_at") and run.get("started_at")
-        ]
-        return _percentile(durations, 0.95)
     if metric == "high_risk_runs":
         rulesets = Rulesets(ctx)
         levels = [

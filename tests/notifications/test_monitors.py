@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from governance_core.clock import FixedClock
+from governance_core.clock import FixedClock, parse_timestamp
 from governance_core.context import Config
 from governance_core.errors import ValidationErrors
 from governance_core.ids import SeededIds
@@ -148,24 +149,35 @@ def test_metrics_over_the_window(clocked: tuple[Governance, FixedClock]) -> None
     assert value("run_count", agent_id=agent["id"]) == 0
 
 
-def test_counts_of_runs_by_status_are_counted_by_the_store(
+def test_counts_cost_and_durations_are_read_from_the_store_not_from_each_run(
     clocked: tuple[Governance, FixedClock], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    gov, _ = clocked
+    gov, clock = clocked
     caller = account_caller(gov, gov.bootstrap())
     agent = make_agent(caller)
-    finished_run(caller, agent["id"])
-    finished_run(caller, agent["id"], status="failed")
+    runs = []
+    for seconds, status in ((2, "complete"), (5, "failed"), (1, "cancelled")):
+        run_id = register(caller, agent["id"], span_type_schemas=[
+            {"name": "llm", "params_schema": {"type": "object"}},
+        ])["id"]
+        caller.call("agent_instances/start", agent_instance_id=run_id)
+        caller.call("agent_spans/create", agent_instance_id=run_id, schema_name="llm",
+                    status="complete", payload={"model": "gpt-4o", "token_usage": {
+                        "prompt_tokens": 1000 * seconds, "completion_tokens": 100}})
+        clock.advance(timedelta(seconds=seconds))
+        caller.call("agent_instances/finish", agent_instance_id=run_id, status=status)
+        runs.append(caller.details("agent_instances/show", agent_instance_id=run_id))
     register(caller, agent["id"])
+    metrics = ("run_count", "failed_runs", "error_rate", "cost_usd", "p95_duration_seconds")
     made = {
         metric: caller.details("monitors/create", name=metric, metric=metric,
                                agent_id=agent["id"], window_seconds=600, warning=1e9)["id"]
-        for metric in ("run_count", "failed_runs", "error_rate")
+        for metric in metrics
     }
     queried = gov.store.query
 
     def query(table: str, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        # However many runs the window holds, none is read to count them.
+        # However many runs the window holds, none is read to measure these.
         assert table != "agent_instances", "a run was read"
         return queried(table, *args, **kwargs)
 
@@ -176,7 +188,16 @@ def test_counts_of_runs_by_status_are_counted_by_the_store(
         ]
         for metric, monitor_id in made.items()
     }
-    assert values == {"run_count": 2, "failed_runs": 1, "error_rate": 0.5}
+    durations = sorted(
+        (parse_timestamp(run["finished_at"]) - parse_timestamp(run["started_at"]))
+        // timedelta(milliseconds=1) for run in runs
+    )
+    costs = [Decimal(str(run["cost_breakdown"]["total_cost"])) for run in runs]
+    assert values["run_count"] == 3 and values["failed_runs"] == 1
+    assert values["error_rate"] == pytest.approx(1 / 3)
+    # The runs' cost as their pages show it; the 95th percentile of three is the longest.
+    assert values["cost_usd"] == pytest.approx(float(sum(costs)))
+    assert values["p95_duration_seconds"] == durations[-1] / 1000
 
 
 def test_a_monitor_with_no_run_changes_state_without_an_alert(
