@@ -1,4 +1,5 @@
-"""Several processes on one database: policy changes are seen, an approval is used once."""
+"""Several processes on one database: policy changes are seen, an approval is used once, a
+tool call is counted once."""
 
 from __future__ import annotations
 
@@ -69,3 +70,40 @@ def test_two_servers_never_both_use_one_approval(postgres_url: str) -> None:
             for thread in threads:
                 thread.join()
             assert sorted(outcomes) == ["allow", *["pending_approval"] * 3], attempt
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_tool_calls_decided_at_once_by_two_servers_are_each_counted_once(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    location = (
+        str(tmp_path / "shared.db") if kind == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    with beside_another_process(location) as (world, second):
+        world.policy('forbid (principal, action == Action::"call_tool", resource)'
+                     " when { context.run.tool_calls >= 5 };")
+        sessions = [world.session, second.session(world.boot.token)]
+        run = world.run()
+        start = threading.Barrier(8)
+        outcomes: list[str] = []
+
+        def decide(index: int) -> None:
+            start.wait()
+            for _ in range(2):
+                outcomes.append(world.decide(
+                    run, "tool_call", "search", session=sessions[index % 2]
+                )["outcome"])
+
+        threads = [threading.Thread(target=decide, args=(index,)) for index in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        # Whichever server decided it, each allowed call took the next number: five of them.
+        assert sorted(outcomes) == ["allow"] * 5 + ["deny"] * 11
+        numbers = sorted(
+            decision["tool_call_number"] for decision in world.gov.store.query("decisions")
+            if decision["outcome"] == "allow"
+        )
+        assert numbers == [1, 2, 3, 4, 5]
