@@ -71,6 +71,7 @@ __all__ = [
     "resource_attributes",
     "resource_entity",
     "run_request",
+    "run_tool_calls",
     "verdict_of",
 ]
 
