@@ -278,7 +278,8 @@ def _sweep_due(governance: Governance, account_id: str, root_wait: timedelta) ->
     now = governance.clock()
     swept = governance.caches.idle_sweeps
     last = swept.get(account_id)
-    if last is not None and now < last + min(root_wait, IDLE_SWEEP_EVERY):
+    # A clock set back since the last sweep does not hold the next one back that much longer.
+    if last is not None and last <= now < last + min(root_wait, IDLE_SWEEP_EVERY):
         return False
     swept[account_id] = now
     return True

@@ -207,3 +207,16 @@ def test_the_server_sweeps_every_account_in_the_background(
     finally:
         stop.set()
     assert the_run(session)["status"] == "complete"
+
+
+def test_a_clock_set_back_does_not_hold_the_next_sweep_back() -> None:
+    clock = FixedClock(START + timedelta(hours=3))
+    gov, session = new_governance(clock)
+    ingest(gov, session.principal, [span("000000000000000c", "", trace="5" * 32)])
+    # The clock is set back two hours (say, corrected), then the rootless trace arrives.
+    clock.advance(timedelta(hours=-2))
+    ingest(gov, session.principal, rootless())
+    clock.advance(DEFAULT_ROOT_WAIT + timedelta(seconds=10))
+    # Three hours after the first export by the old clock, but one after the rootless trace.
+    ingest(gov, session.principal, [span("000000000000000d", "", trace="6" * 32)])
+    assert the_run(session)["status"] == "complete"
