@@ -6,7 +6,8 @@ exporting it, a sampler or a collector dropped it) the run would stay active for
 the status its highest arrived spans give, and raises the alert :data:`ROOT_MISSING_ALERT`
 on it to say so. Time comes from the ``Governance``'s clock, so a fixed clock makes it
 deterministic. :func:`governance_core.otel.ingest` calls it for the exporting account after
-each export; anyone embedding the library may call it on a schedule for every account.
+an export, at most once a minute; anyone embedding the library may call it on a schedule for
+every account.
 """
 
 from __future__ import annotations
