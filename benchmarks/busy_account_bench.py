@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from governance_core.clock import Clock, FixedClock, SystemClock
-from governance_core.context import Context, Principal
+from governance_core.context import Principal
 from governance_core.converter import from_record
 from governance_core.models.notifications import MONITOR_METRICS, Monitor
 from governance_core.notifications.monitors import measure
@@ -63,27 +64,20 @@ def _span(session: Session, run_id: str) -> None:
     })
 
 
-def _span_numbered(session: Session, run_id: str, number: int) -> None:
-    _span(session, run_id)
-
-
-def _measure_numbered(ctx: Context, monitor: Monitor, number: int) -> None:
-    measure(ctx, monitor)
-
-
-def _export_numbered(
-    gov: Governance, principal: Principal, clock: FixedClock, number: int
+def _export(
+    gov: Governance, principal: Principal, clock: FixedClock, numbers: Iterator[int]
 ) -> None:
+    """Export the next trace a second after the last."""
     clock.advance(timedelta(seconds=1))
-    ingest(gov, principal, _trace(number))
+    ingest(gov, principal, _trace(next(numbers)))
 
 
-def _p50(action: Callable[[int], object], count: int) -> float:
-    """The median seconds of ``count`` calls of ``action`` (given its number)."""
+def _p50(action: Callable[[], object], count: int) -> float:
+    """The median seconds of ``count`` calls of ``action``."""
     times = []
-    for number in range(count):
+    for _ in range(count):
         began = time.perf_counter()
-        action(number)
+        action()
         times.append(time.perf_counter() - began)
     return statistics.median(times)
 
@@ -104,7 +98,7 @@ def judged_span_creates(folder: Path, runs: int) -> dict[int, float]:
                 for _ in range(today):
                     _run(session, agent)
             run = _run(session, agent)
-            found[today] = _p50(functools.partial(_span_numbered, session, run), 300)
+            found[today] = _p50(functools.partial(_span, session, run), 300)
     return found
 
 
@@ -133,7 +127,7 @@ def monitor_evaluations(folder: Path, runs: int) -> dict[str, dict[int, float]]:
                 assert stored is not None
                 monitor = from_record(Monitor, stored)
                 found.setdefault(metric, {})[window] = _p50(
-                    functools.partial(_measure_numbered, ctx, monitor), 5
+                    functools.partial(measure, ctx, monitor), 5
                 )
     return found
 
@@ -167,7 +161,7 @@ def exports_beside_unfinished_runs(folder: Path, stale: int) -> dict[int, float]
             clock.advance(timedelta(hours=2))
 
             found[unfinished] = _p50(
-                functools.partial(_export_numbered, gov, session.principal, clock), 20
+                functools.partial(_export, gov, session.principal, clock, itertools.count()), 20
             )
     return found
 

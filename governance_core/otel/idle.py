@@ -91,11 +91,10 @@ def _trace_id(run: Record) -> str | None:
     return trace_id if isinstance(trace_id, str) and _TRACE_ID.fullmatch(trace_id) else None
 
 
-def _is_trace_run(run: Record, first_span: Record | None) -> bool:
-    """Whether the run records an OpenTelemetry trace (then its root may be awaited)."""
-    trace_id = _trace_id(run)
+def _records_trace(trace_id: str, first_span: Record | None) -> bool:
+    """Whether a run named ``trace_id`` records that trace: its root may then be awaited."""
     otel = (first_span or {}).get("payload", {}).get("otel.span")
-    return trace_id is not None and isinstance(otel, dict) and otel.get("trace_id") == trace_id
+    return isinstance(otel, dict) and otel.get("trace_id") == trace_id
 
 
 def end_idle_runs(
@@ -143,11 +142,12 @@ def _end_account_runs(
         page = governance.tables.agent_instances.query([*filters, *after], limit=_PAGE)
         for run in page:
             # A run whose identifier is no trace id is not one: its spans are not read.
-            if run.get("updated_at", "") >= cutoff or _trace_id(run) is None:
+            trace_id = _trace_id(run)
+            if run.get("updated_at", "") >= cutoff or trace_id is None:
                 continue
             spans = _activity_spans(governance, run["id"])
             first = next(spans, None)
-            if not _is_trace_run(run, first):
+            if not _records_trace(trace_id, first):
                 continue
             try:
                 _end(governance, run, [first, *spans] if first else [], idle_after)
