@@ -48,6 +48,7 @@ __all__ = [
     "NullsOrder",
     "PreparedWrites",
     "ReadAhead",
+    "ReadsAhead",
     "Record",
     "SortKey",
     "Store",
@@ -229,6 +230,24 @@ class ReadAhead(Protocol):
         """Read the records under ``keys`` (table and id) of several tables, for later gets.
 
         Only where the store beneath reads them together (:class:`GetsMany`); else nothing.
+        """
+        ...
+
+
+@runtime_checkable
+class ReadsAhead(Protocol):
+    """An optional capability: reading a transaction's first records together, for its gets.
+
+    SQLite reads them with one statement and answers each key's next get in the transaction
+    from what it read. The write-behind wrapper asks it to for a transaction it does not keep
+    (a single write): ``Governance`` reads a write's idempotency record together with what
+    its preparation names (a span write's run and the run's agent).
+    """
+
+    def read_ahead_records(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Read the records under ``keys`` (table and id); each one's next get reads nothing.
+
+        Inside a transaction only, and until the transaction writes the record.
         """
         ...
 

@@ -12,6 +12,7 @@ busy or locked database becomes :class:`~governance_core.errors.TemporarilyUnava
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import sqlite3
 import threading
@@ -75,6 +76,9 @@ _JSON_TYPES: dict[ColumnType, tuple[str, ...]] = {
 }
 _OPS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+# How many reads one UNION ALL of get_many holds: SQLite refuses a compound select of more
+# than 500 by default.
+_GETS_A_STATEMENT = 200
 # How many rows of one query a write transaction keeps the column values of (see _Link).
 _REMEMBERED_ROWS = 512
 # The data of an id's entry, whose members its columns hold (see _Layout).
@@ -86,16 +90,19 @@ class _Link:
 
     ``stored`` has the column values (``id`` first) of the rows the write transaction under
     way has read or written, by table and id: a rewrite of one of them sets only the columns
-    that changed (see :meth:`SQLiteStore.write_prepared`). It is emptied as a transaction
+    that changed (see :meth:`SQLiteStore.write_prepared`). ``ahead`` has the records read
+    ahead for the transaction's next gets (:meth:`SQLiteStore.read_ahead_records`; None
+    where missing), each until it is got or written. Both are emptied as a transaction
     begins and ends, and when a savepoint is rolled back.
     """
 
-    __slots__ = ("conn", "depth", "stored")
+    __slots__ = ("ahead", "conn", "depth", "stored")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.depth = 0
         self.stored: dict[tuple[str, str], Sequence[Any]] = {}
+        self.ahead: dict[tuple[str, str], Record | None] = {}
 
 
 class _Lending:
@@ -218,6 +225,7 @@ class SQLiteStore:
             if outermost:
                 self._begin(link.conn)
                 link.stored.clear()
+                link.ahead.clear()
             else:
                 link.conn.execute(f"SAVEPOINT {savepoint}")
             link.depth += 1
@@ -234,11 +242,13 @@ class SQLiteStore:
                         link.conn.execute(f"RELEASE {savepoint}")
                 # What the savepoint wrote is gone: rows are read again before a rewrite.
                 link.stored.clear()
+                link.ahead.clear()
                 raise
             finally:
                 link.depth -= 1
                 if outermost:
                     link.stored.clear()
+                    link.ahead.clear()
                     if self._shared is None:
                         self._writer.release()
 
@@ -278,11 +288,57 @@ class SQLiteStore:
         check_key(table, record_id)
         layout = self._layouts[table]
         with self._use() as link:
+            if link.ahead and (table, record_id) in link.ahead:
+                return link.ahead.pop((table, record_id))
             cursor = self._execute(link.conn, link.depth, layout.get, (record_id,))
             row = cursor.fetchone()
             if row is not None and link.depth:
                 link.stored[(table, record_id)] = row[1:]
         return None if row is None else layout.record(row)
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Record | None]:
+        """The records under ``keys`` (table and id), None where missing: one statement.
+
+        Each answered as :meth:`get` answers it, and kept for a rewrite as a get in the
+        transaction keeps it.
+        """
+        for table, record_id in keys:
+            check_key(table, record_id)
+        if not keys:
+            return []
+        with self._use() as link:
+            return self._get_many(link, keys)
+
+    def _get_many(self, link: _Link, keys: Sequence[tuple[str, str]]) -> list[Record | None]:
+        found: list[Record | None] = []
+        for start in range(0, len(keys), _GETS_A_STATEMENT):
+            chunk = keys[start:start + _GETS_A_STATEMENT]
+            found.extend([None] * len(chunk))
+            tables, params = zip(*chunk, strict=True)
+            sql = _union_of_gets(tables)
+            for row in self._execute(link.conn, link.depth, sql, params).fetchall():
+                # The key's place is the row's last value; its table's values come first.
+                place = start + row[-1]
+                table, record_id = keys[place]
+                layout = self._layouts[table]
+                if link.depth:
+                    link.stored[(table, record_id)] = row[1:layout.width]
+                found[place] = layout.record(row)
+        return found
+
+    def read_ahead_records(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Read the records under ``keys`` (table and id) with one statement, for later gets.
+
+        Inside a transaction only: each key's next get in it is answered from what was read,
+        found or not, unless the transaction writes that record first. ``ids``, which the
+        store's triggers write, is not read ahead.
+        """
+        wanted = [key for key in keys if key[0] != IDS]
+        for table, record_id in wanted:
+            check_key(table, record_id)
+        with self._use() as link:
+            if link.depth and wanted:
+                link.ahead.update(zip(wanted, self._get_many(link, wanted), strict=True))
 
     def put(self, table: str, record: Record) -> None:
         """Insert or replace the record and its declared columns.
@@ -309,6 +365,9 @@ class SQLiteStore:
         upsert, otherwise = self._put_sql[table]
         with self._use() as link:
             conn, depth = link.conn, link.depth
+            if link.ahead:
+                for values in prepared:
+                    link.ahead.pop((table, values[0]), None)
             if depth == 0 and len(prepared) > 1:
                 # Several statements are one transaction, which waits for a busy database.
                 with self.transaction():
@@ -357,6 +416,7 @@ class SQLiteStore:
         check_key(table, record_id)
         with self._use() as link:
             link.stored.pop((table, record_id), None)
+            link.ahead.pop((table, record_id), None)
             cursor = self._execute(
                 link.conn, link.depth, f"DELETE FROM [{table}] WHERE id = ?", (record_id,)
             )
@@ -547,10 +607,10 @@ class _Layout:
 
     ``lean`` writes the JSON of a record, ``record`` reads one back from a row of
     ``selected`` (``data``, then ``id`` and the declared fields, as ``column_values`` orders
-    them).
+    them: ``width`` values).
     """
 
-    __slots__ = ("_held", "_name", "_updates", "get", "selected")
+    __slots__ = ("_held", "_name", "_updates", "get", "selected", "width")
 
     def __init__(self, table: Table) -> None:
         columns = [("id", str), *((c.name, _SQL_TYPES[c.type]) for c in table.columns)]
@@ -561,6 +621,7 @@ class _Layout:
         self._updates: dict[tuple[int, ...], str] = {}
         self.selected = ", ".join(["data", *(f"[{name}]" for name, _ in columns)])
         self.get = f"SELECT {self.selected} FROM [{table.name}] WHERE id = ?"
+        self.width = 1 + len(columns)
 
     def changed(self, values: Sequence[Any], old: Sequence[Any]) -> tuple[int, ...]:
         """The positions of the declared columns whose value ``values`` changes from ``old``.
@@ -614,6 +675,22 @@ class _Layout:
             if value is not None and name in record and record[name] is None:
                 record[name] = value
         return record
+
+
+@functools.lru_cache(maxsize=256)
+def _union_of_gets(tables: tuple[str, ...]) -> str:
+    """One statement reading the row of each table under an id, each row its position last.
+
+    A compound select has one width: each row is padded with nulls to the widest table's,
+    before its position.
+    """
+    layouts = [_Layout(TABLES[table]) for table in tables]
+    widest = max(layout.width for layout in layouts)
+    return " UNION ALL ".join(
+        f"SELECT {layout.selected}{', NULL' * (widest - layout.width)}, {index}"
+        f" FROM [{table}] WHERE id = ?"
+        for index, (table, layout) in enumerate(zip(tables, layouts, strict=True))
+    )
 
 
 def _put_sql(table: Table) -> tuple[str, str | None]:

@@ -15,7 +15,8 @@ Built with ``every_transaction=False``, it keeps records only inside
 :meth:`~WriteBehindStore.batch`, and a plain transaction is the inner store's own: a
 transaction that writes each record once gains nothing from being kept when the inner store
 is in-process (SQLite, memory), where one reached over the network (PostgreSQL) gains one
-round trip for all its writes.
+round trip for all its writes. Such a transaction's reads ahead go to an inner store that
+reads ahead itself (SQLite).
 
 What it keeps never changes what a caller sees:
 
@@ -55,6 +56,7 @@ from governance_core.storage.protocol import (
     GetsMany,
     GroupBy,
     PreparedWrites,
+    ReadsAhead,
     Record,
     SortKey,
     Store,
@@ -144,6 +146,9 @@ class WriteBehindStore:
         )
         self._batching: BatchedWrites | None = inner if isinstance(inner, BatchedWrites) else None
         self._getting: GetsMany | None = inner if isinstance(inner, GetsMany) else None
+        self._reading_ahead: ReadsAhead | None = (
+            inner if isinstance(inner, ReadsAhead) else None
+        )
 
     def transaction(self) -> AbstractContextManager[None]:
         """The inner store's transaction; kept records are passed on before it commits.
@@ -297,12 +302,19 @@ class WriteBehindStore:
     def read_ahead_records(self, keys: Sequence[_Key]) -> None:
         """Read the records under ``keys`` (table and id) together, for later gets.
 
-        Within a transaction, and only where the inner store reads several in one round trip
-        (:class:`~governance_core.storage.protocol.GetsMany`): the gets of those keys are then
-        answered from memory, found or not. Keys already known are not read again.
+        Within a kept transaction, and only where the inner store reads several in one round
+        trip (:class:`~governance_core.storage.protocol.GetsMany`): the gets of those keys are
+        then answered from memory, found or not. Keys already known are not read again. A
+        transaction not kept here is the inner store's: one that reads ahead itself
+        (:class:`~governance_core.storage.protocol.ReadsAhead`) is asked to.
         """
         memory = self._memory
-        if not memory.depth or self._getting is None:
+        if not memory.depth:
+            if self._reading_ahead is not None:
+                # A transaction not kept here: the inner store keeps what it reads for it.
+                self._reading_ahead.read_ahead_records(keys)
+            return
+        if self._getting is None:
             return
         wanted = [
             key for key in dict.fromkeys(keys)

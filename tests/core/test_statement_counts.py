@@ -2,9 +2,10 @@
 
 A span create needs: the token and its account (authentication; read again only when the
 store's change mark says a token or account may have changed), the idempotency record,
-the run, the span's insert, the run's rewrite, the agent (read once: its
-``last_activity_span_at`` moves, and its risk profile scores the run) and its rewrite, the
-idempotency record's insert, and the transaction around them. The agent's risk profile (the
+the run and the agent (read together, in one statement: the agent's
+``last_activity_span_at`` moves, and its risk profile scores the run), the span's insert, the
+run's rewrite, the agent's rewrite, the idempotency record's insert, and the transaction
+around them. The agent's risk profile (the
 critical risk check of a span type with data risk) and the account's live policies
 (detective mode judges the span when there are any) are read again only when the same change
 mark says a risk profile or policy may have changed (a transaction grouping calls reads that
@@ -97,7 +98,9 @@ def test_a_span_create_runs_the_statements_its_rules_need() -> None:
         # changed since (the counts the store's triggers keep of their changes).
         "SELECT _changes",
         "BEGIN",
-        "SELECT idempotency_keys", "SELECT agent_instances",
+        # The idempotency record, the run and its agent: one statement (a UNION ALL of the
+        # three reads, named here by its first table).
+        "SELECT idempotency_keys",
         # A single create writes each record once, so each is written as it is put (only a
         # batch keeps its records to write them together).
         "INSERT agent_spans",
@@ -109,13 +112,30 @@ def test_a_span_create_runs_the_statements_its_rules_need() -> None:
         # UPDATE of its JSON and of the columns that changed, so only the indexes holding
         # those (the run's total_cost, which the console's plots read) are rewritten.
         "UPDATE agent_instances",
-        "SELECT agents", "UPDATE agents",
+        "UPDATE agents",
         # The agent's risk profile and the account's live policies (detective mode would
         # judge the span before the commit) are not read: no risk profile or policy has
         # changed since they were read under the same change mark.
         "INSERT idempotency_keys",
         "COMMIT",
     ]
+
+
+def test_a_span_create_reads_its_idempotency_record_run_and_agent_in_one_statement() -> None:
+    gov, token, instance = _run()
+    assert isinstance(gov.store, SQLiteStore)
+    seen: list[str] = []
+    with gov.store._use() as link:
+        link.conn.set_trace_callback(seen.append)
+    try:
+        gov.call("agent_spans/create", span(instance, 1), token=token)
+    finally:
+        with gov.store._use() as link:
+            link.conn.set_trace_callback(None)
+    reads = [sql for sql in seen if sql.startswith("SELECT") and "_changes" not in sql]
+    assert len(reads) == 1, reads
+    for table in ("idempotency_keys", "agent_instances", "agents"):
+        assert f"FROM [{table}] WHERE id = " in reads[0], (table, reads[0])
 
 
 def test_a_known_caller_reads_the_settings_change_counts_instead_of_the_settings() -> None:

@@ -674,3 +674,16 @@ def test_an_agents_runs_of_a_day_are_read_from_their_own_index(
         Filter("agent_id", "eq", "g"), Filter("started_at", "ge", "2026-02-28T00:00:00.000000Z"),
     ])
     assert [(row.count, row.sums) for row in rows] == [(1, (1.0,))]
+
+
+def test_many_records_are_read_together_past_sqlites_limit_of_one_compound_select(
+    store: SQLiteStore,
+) -> None:
+    # SQLite refuses a UNION ALL of more than 500 selects: get_many reads in several.
+    for number in range(0, 1200, 2):
+        store.put("teams", {"id": f"t{number:04d}", "name": str(number)})
+    keys = [("teams", f"t{number:04d}") for number in range(1200)]
+    keys.insert(700, ("people", "nobody"))
+    found = store.get_many(keys)
+    assert found == [store.get(table, record_id) for table, record_id in keys]
+    assert sum(record is not None for record in found) == 600

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from governance_core.storage import SQLiteStore
+from governance_core.storage.memory import MemoryStore
 from governance_core.storage.protocol import Filter, SortKey
 from governance_core.storage.write_behind import WriteBehindStore
 
@@ -305,14 +306,57 @@ def test_records_read_ahead_together_are_answered_from_memory() -> None:
     inner.close()
 
 
-def test_a_store_that_reads_one_record_at_a_time_reads_nothing_ahead(
-    inner: CountingStore,
-) -> None:
+class CountingMemoryStore(MemoryStore):
+    """A memory store (it reads one record at a time) that counts its gets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets = 0
+
+    def get(self, table: str, record_id: str) -> dict[str, object] | None:
+        self.gets += 1
+        return super().get(table, record_id)
+
+
+def test_a_store_that_reads_one_record_at_a_time_reads_nothing_ahead() -> None:
+    inner = CountingMemoryStore()
+    inner.put("agents", {"id": "a1", "name": "first", "account_id": "acc"})
     store = WriteBehindStore(inner)
     with store.transaction():
         store.read_ahead_records([("agents", "a1"), ("agents", "a2")])
         assert inner.gets == 0
         assert store.get("agents", "a1") is not None and inner.gets == 1
+
+
+def test_sqlite_reads_a_transactions_first_records_together_for_its_next_gets(
+    inner: CountingStore,
+) -> None:
+    # Not kept by the wrapper (a single write on SQLite): SQLite reads them itself.
+    store = WriteBehindStore(inner, every_transaction=False)
+    inner.put("agents", {"id": "a3", "name": "third", "account_id": "acc"})
+    reads: list[str] = []
+    with inner._use() as link:
+        link.conn.set_trace_callback(
+            lambda sql: reads.append(sql) if sql.startswith("SELECT") else None
+        )
+    with store.transaction():
+        store.read_ahead_records([("agents", "a1"), ("agents", "a2"), ("agents", "a3")])
+        assert len(reads) == 1
+        assert store.get("agents", "a1") == {"id": "a1", "name": "first", "account_id": "acc"}
+        assert store.get("agents", "a2") is None
+        assert len(reads) == 1
+        # A record the transaction writes is read as written, not as it was read ahead.
+        store.put("agents", {"id": "a3", "name": "renamed", "account_id": "acc"})
+        assert store.get("agents", "a3") == {"id": "a3", "name": "renamed", "account_id": "acc"}
+        # Each read ahead answers one get: the next reads the store.
+        assert store.get("agents", "a1") is not None and len(reads) == 3
+    with store.transaction():
+        # Outside a transaction nothing was kept: read again, as it stands.
+        assert store.get("agents", "a1") is not None
+    with store.transaction():
+        store.read_ahead_records([("agents", "a1")])
+        inner.put("agents", {"id": "a1", "name": "moved", "account_id": "acc"})
+        assert store.get("agents", "a1") == {"id": "a1", "name": "moved", "account_id": "acc"}
 
 
 def test_a_query_asked_again_in_a_transaction_is_answered_from_memory_until_a_write(
