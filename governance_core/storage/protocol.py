@@ -209,32 +209,6 @@ class PreparedWrites(Protocol):
 
 
 @runtime_checkable
-class ReadAhead(Protocol):
-    """An optional capability: reading many records by id at once, for later gets.
-
-    The core's write-behind wrapper offers it within a transaction: a bulk request reads the
-    idempotency records of all its items in one query, and each item's look-up is answered
-    from what was read (found or not). Records whose ids no one outside the transaction can
-    know yet (derived from a record it made) are known missing without a read.
-    """
-
-    def read_ahead(self, table: str, record_ids: Collection[str]) -> None:
-        """Read the records of ``table`` with ``record_ids``; later gets of them read nothing."""
-        ...
-
-    def know_absent(self, table: str, record_ids: Collection[str]) -> None:
-        """Take the records of ``table`` with ``record_ids`` as missing: gets read nothing."""
-        ...
-
-    def read_ahead_records(self, keys: Sequence[tuple[str, str]]) -> None:
-        """Read the records under ``keys`` (table and id) of several tables, for later gets.
-
-        Only where the store beneath reads them together (:class:`GetsMany`); else nothing.
-        """
-        ...
-
-
-@runtime_checkable
 class ReadsAhead(Protocol):
     """An optional capability: reading a transaction's first records together, for its gets.
 
@@ -253,12 +227,34 @@ class ReadsAhead(Protocol):
 
 
 @runtime_checkable
+class ReadAhead(ReadsAhead, Protocol):
+    """An optional capability: reading many records by id at once, for later gets.
+
+    The core's write-behind wrapper offers it within a transaction: a bulk request reads the
+    idempotency records of all its items in one query, and each item's look-up is answered
+    from what was read (found or not). Records whose ids no one outside the transaction can
+    know yet (derived from a record it made) are known missing without a read. Its
+    ``read_ahead_records`` reads only where the store beneath reads several records
+    together (:class:`GetsMany`, or :class:`ReadsAhead` for a transaction it does not keep).
+    """
+
+    def read_ahead(self, table: str, record_ids: Collection[str]) -> None:
+        """Read the records of ``table`` with ``record_ids``; later gets of them read nothing."""
+        ...
+
+    def know_absent(self, table: str, record_ids: Collection[str]) -> None:
+        """Take the records of ``table`` with ``record_ids`` as missing: gets read nothing."""
+        ...
+
+
+@runtime_checkable
 class GetsMany(Protocol):
     """An optional capability: reading records of several tables in one round trip.
 
     PostgreSQL sends the reads in one pipeline; inside a transaction whose first statements
-    they are, with its BEGIN too. The write-behind wrapper reads a write's idempotency
-    record, run and agent with it as the write's transaction opens.
+    they are, with its BEGIN too. SQLite reads them with one ``UNION ALL``. The write-behind
+    wrapper reads a kept write's idempotency record, run and agent with it as the write's
+    transaction opens.
     """
 
     def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Record | None]:

@@ -310,11 +310,9 @@ class SQLiteStore:
             return self._get_many(link, keys)
 
     def _get_many(self, link: _Link, keys: Sequence[tuple[str, str]]) -> list[Record | None]:
-        found: list[Record | None] = []
+        found: list[Record | None] = [None] * len(keys)
         for start in range(0, len(keys), _GETS_A_STATEMENT):
-            chunk = keys[start:start + _GETS_A_STATEMENT]
-            found.extend([None] * len(chunk))
-            tables, params = zip(*chunk, strict=True)
+            tables, params = zip(*keys[start:start + _GETS_A_STATEMENT], strict=True)
             sql = _union_of_gets(tables)
             for row in self._execute(link.conn, link.depth, sql, params).fetchall():
                 # The key's place is the row's last value; its table's values come first.
