@@ -1,6 +1,6 @@
 """What a busy account costs the writes that read across its runs, against a quiet one.
 
-Some writes read beyond their own run: the judge of a recorded span sums the agent's runs of
+Some writes read beyond their own run: the judge of a recorded span reads the agent's cost of
 the day when a daily-budget policy is live, a monitor reads the runs of its window, and an
 OTLP export looks for the account's idle trace runs. Each is measured in process on a
 SQLite file, against the same with few runs, and printed with the ratio:

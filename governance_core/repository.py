@@ -5,7 +5,8 @@ of the schema is an attribute of :class:`Tables` (``ctx.tables`` in a handler), 
 name is checked where it is written rather than found wrong by the store at run time; the
 layering test forbids naming a table to the store anywhere else. ``tables.of_kind(kind)`` is
 the table of a resource kind (its ``type``), declared in the schema only
-(:data:`KIND_TABLES`); ``tables.ids`` holds every resource's id and kind.
+(:data:`KIND_TABLES`); ``tables.ids`` holds every resource's id and kind, and
+``tables.agent_day_costs`` each agent's cost per day (:func:`day_cost`).
 
 ``Repository(store).instances.get(id)`` answers an :class:`AgentInstance` (or None) and
 ``put(model)`` stores one: the run family read and written as models. Handlers take
@@ -34,7 +35,7 @@ from governance_core.storage.protocol import (
     SortKey,
     Store,
 )
-from governance_core.storage.schema import IDS, TABLES, kinded_tables
+from governance_core.storage.schema import IDS, TABLES, day_cost_id, kinded_tables
 
 __all__ = [
     "IDS",
@@ -47,6 +48,7 @@ __all__ = [
     "Repository",
     "SortKey",
     "Tables",
+    "day_cost",
     "tenant_filter",
 ]
 
@@ -195,6 +197,7 @@ class Tables:
     decisions = _TableOf()
     approvals = _TableOf()
     ids = _TableOf()
+    agent_day_costs = _TableOf()
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -220,6 +223,16 @@ class Tables:
             return None
         mark: Hashable = marks.change_mark([table.name for table in tables])
         return mark
+
+
+def day_cost(tables: Tables, agent_id: str, day: str) -> float:
+    """The stored cost of the runs ``agent_id`` started on the UTC ``day`` (``YYYY-MM-DD``).
+
+    One read by primary key of what the store keeps as it writes runs
+    (:data:`~governance_core.storage.schema.DAY_COSTS`), however many runs that day had.
+    """
+    record = tables.agent_day_costs.get(day_cost_id(agent_id, day))
+    return 0.0 if record is None else float(record["total_cost"] or 0)
 
 
 class ModelTable(Generic[M]):

@@ -11,9 +11,11 @@ reason; with ``$GOVERNANCE_TEST_REQUIRE=1`` they fail instead.
 from __future__ import annotations
 
 import os
+import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -151,6 +153,36 @@ def scratch_schema(prefix: str = "scratch") -> Iterator[str]:
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {name} CASCADE".encode())
+
+
+RunSQL = Callable[[str], None]
+"""Runs one SQL statement on a store's database, outside the store."""
+
+
+@contextmanager
+def older_store(kind: str, tmp_path: Path, prefix: str) -> Iterator[tuple[str, RunSQL]]:
+    """A new store's location on ``kind``, and a way to change its database as older code left it.
+
+    ``kind`` is ``sqlite`` (a file in ``tmp_path``) or ``postgres`` (a scratch schema).
+    """
+    if kind == "sqlite":
+        path = tmp_path / "older.db"
+
+        def run_sqlite(statement: str) -> None:
+            with sqlite3.connect(path, isolation_level=None) as raw:
+                raw.execute(statement)
+
+        yield str(path), run_sqlite
+        return
+    import psycopg
+
+    with scratch_schema(prefix) as url:
+
+        def run_postgres(statement: str) -> None:
+            with psycopg.connect(url, autocommit=True) as raw:
+                raw.execute(statement.encode())
+
+        yield url, run_postgres
 
 
 def shared_slots() -> SchemaSlots:

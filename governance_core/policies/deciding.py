@@ -4,8 +4,8 @@ Everything here runs in the caller's write transaction (``decisions/decide``). T
 policy sees is built from the run's stored aggregates, never from its spans: cost and tokens
 from its token groups and kept ``total_cost``, risk from its per-type span counts, counts
 from ``span_counts``, ``tool_calls`` from the number of the run's last allowed tool call (one
-indexed read, however many there were), and the agent's cost today by one sum over an index
-of its runs started today (UTC), no run's row read.
+indexed read, however many there were), and the agent's cost today by one read by key of
+the day cost the store keeps for its runs started today (UTC), however many there were.
 
 The account's policies are read again only when they changed: one grouped read (their
 number and the sum of their versions; a version only grows and policies are never
@@ -21,7 +21,7 @@ import json
 import threading
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
-from datetime import datetime, time, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -45,7 +45,7 @@ from governance_core.policies.engine import (
     require_engine,
 )
 from governance_core.policies.schema import KIND_ACTIONS, RESOURCE_TYPES, UNKNOWN
-from governance_core.repository import Filter, Record, SortKey, tenant_filter
+from governance_core.repository import Filter, Record, SortKey, day_cost, tenant_filter
 from governance_core.rules.risk import Ruleset, parse_ruleset, score_run
 
 __all__ = [
@@ -318,12 +318,8 @@ def run_request(
         tool_calls = run_tool_calls(ctx, instance["id"])
     cost_today = 0
     if reads("cost_today_micro_usd"):
-        midnight = datetime.combine(ctx.now.date(), time(), tzinfo=ctx.now.tzinfo)
-        rows = ctx.tables.agent_instances.aggregate(sums=["total_cost"], filters=[
-            Filter("agent_id", "eq", instance["agent_id"]),
-            Filter("started_at", "ge", format_timestamp(midnight)),
-        ])
-        cost_today = micro_usd(rows[0].sums[0]) if rows else 0
+        today = format_timestamp(ctx.now)[:10]
+        cost_today = micro_usd(day_cost(ctx.tables, instance["agent_id"], today))
     figures: dict[str, Callable[[], Any]] = {
         "cost_micro_usd": lambda: micro_usd(instance.get("total_cost")),
         "input_tokens": lambda: sum(

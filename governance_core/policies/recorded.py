@@ -45,7 +45,7 @@ from governance_core.policies.deciding import (
     verdict_of,
 )
 from governance_core.policies.schema import KIND_ACTIONS, RESOURCE_TYPES, UNKNOWN
-from governance_core.repository import Filter, Record
+from governance_core.repository import Filter, Record, day_cost
 from governance_core.rules.cost import UNKNOWN_MODEL, PricingCatalogue, Usage, cost_breakdown
 from governance_core.rules.risk import (
     CLASSIFICATIONS,
@@ -364,7 +364,8 @@ class RecordedJudge:
     ``earlier_runs`` says which of the agent's other runs of the span's UTC day
     ``context.agent.cost_today_micro_usd`` counts at their stored cost: ``"before_run"``
     those started before the judged run (back-testing, where later runs had not begun),
-    ``"until_now"`` every one started up to now (the detective judge, as a live decide).
+    ``"until_now"`` every one started that day, at the day's cost the store keeps (the
+    detective judge, as a live decide).
     """
 
     def __init__(
@@ -452,19 +453,36 @@ class RecordedJudge:
         day = format_timestamp(midnight)
         earlier = run.earlier_cost.get(day)
         if earlier is None:
-            if self.earlier_runs == "until_now":
-                bound = format_timestamp(self.ctx.now)
-            else:
-                bound = format_timestamp(run.started if run.started and today else at)
-            # The run's own agent is its account's: no tenant filter, so that the index of the
-            # agent's runs by start answers alone, reading no run.
-            rows = self.ctx.tables.agent_instances.aggregate(sums=["total_cost"], filters=[
-                Filter("agent_id", "eq", run.instance["agent_id"]),
-                Filter("started_at", "ge", day), Filter("started_at", "lt", bound),
-                Filter("id", "ne", run.instance["id"]),
-            ])
-            earlier = run.earlier_cost[day] = micro_usd(rows[0].sums[0]) if rows else 0
+            earlier = run.earlier_cost[day] = (
+                self._day_cost_of_others(run, day[:10]) if self.earlier_runs == "until_now"
+                else self._cost_before(run, day, at, today)
+            )
         return earlier + (micro_usd(run.so_far.cost) if today else 0)
+
+    def _day_cost_of_others(self, run: RunBeingJudged, day: str) -> int:
+        """The stored cost of the agent's other runs started on ``day``: one read by key.
+
+        The day's cost the store keeps counts this run as it is stored now, taken off.
+        """
+        tables = self.ctx.tables
+        total = day_cost(tables, run.instance["agent_id"], day)
+        stored = tables.agent_instances.get(run.instance["id"]) or run.instance
+        own = stored.get("total_cost")
+        if own is not None and str(stored.get("started_at") or "")[:10] == day:
+            total -= float(own)
+        return micro_usd(total)
+
+    def _cost_before(self, run: RunBeingJudged, day: str, at: datetime, today: bool) -> int:
+        """The stored cost of the agent's other runs started on ``day`` before this one."""
+        bound = format_timestamp(run.started if run.started and today else at)
+        # The run's own agent is its account's: no tenant filter, so that the index of the
+        # agent's runs by start answers alone, reading no run.
+        rows = self.ctx.tables.agent_instances.aggregate(sums=["total_cost"], filters=[
+            Filter("agent_id", "eq", run.instance["agent_id"]),
+            Filter("started_at", "ge", day), Filter("started_at", "lt", bound),
+            Filter("id", "ne", run.instance["id"]),
+        ])
+        return micro_usd(rows[0].sums[0]) if rows else 0
 
     def judge(self, run: RunBeingJudged, spans: Sequence[Record]) -> list[JudgedSpan]:
         """Judge ``run``'s activity ``spans`` (in ``started_at`` order); move ``run`` past them.

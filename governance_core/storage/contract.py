@@ -179,6 +179,67 @@ class StoreContract:
                "the id inserted beside a failed savepoint")
         _equal(store.get("ids", "p2"), None, "the id of a savepoint's rolled back insert")
 
+    def test_day_costs_follow_each_write_of_a_run(self) -> None:
+        """Each agent's cost per UTC day its runs started is kept as runs are written.
+
+        Inserts, cost changes, a start moved to another day, deletes, runs without a cost or
+        a start, and transactions and savepoints that fail: the day's record always holds the
+        sum of the costs of the runs counted there (``agent_day_costs``).
+        """
+        store = self.store
+
+        def run(run_id: str, cost: float | None, started: str | None, agent: str = "g1") -> None:
+            store.put("agent_instances", {
+                "id": run_id, "account_id": "acc", "agent_id": agent, "status": "running",
+                "total_cost": cost, "started_at": started,
+            })
+
+        def day(agent: str, date: str) -> float | None:
+            record = store.get("agent_day_costs", f"{agent}/{date}")
+            if record is None:
+                return None
+            _equal({key: record[key] for key in ("id", "agent_id", "day")},
+                   {"id": f"{agent}/{date}", "agent_id": agent, "day": date}, "a day's record")
+            return float(record["total_cost"])
+
+        morning, evening = "2026-11-28T08:00:00.000000Z", "2026-11-28T23:59:59.999999Z"
+        run("r1", 0.25, morning)
+        run("r2", 1.5, evening)
+        run("r3", None, morning)
+        run("r4", 4.0, None)
+        run("r5", 8.0, morning, agent="g2")
+        _equal(day("g1", "2026-11-28"), 1.75, "two runs of the day, one without a cost")
+        _equal(day("g2", "2026-11-28"), 8.0, "another agent's day")
+        run("r1", 0.75, morning)
+        run("r3", 2.0, morning)
+        _equal(day("g1", "2026-11-28"), 4.25, "a cost moved, a first cost")
+        run("r2", 1.5, "2026-11-29T00:00:00.000000Z")
+        _equal(day("g1", "2026-11-28"), 2.75, "the day a run's start left")
+        _equal(day("g1", "2026-11-29"), 1.5, "the day it started on instead")
+        run("r4", 4.0, evening)
+        _equal(day("g1", "2026-11-28"), 6.75, "a run given its start")
+        _equal(store.delete("agent_instances", "r3"), True, "delete of a run")
+        _equal(day("g1", "2026-11-28"), 4.75, "the day after a run was deleted")
+
+        def failing() -> None:
+            with store.transaction():
+                run("r6", 16.0, morning)
+                _equal(day("g1", "2026-11-28"), 20.75, "inside the transaction that wrote it")
+                raise _Boom
+
+        _raises(_Boom, failing, "the failing transaction")
+        _equal(day("g1", "2026-11-28"), 4.75, "after a rolled back insert")
+        with store.transaction():
+            run("r1", 1.75, morning)
+            try:
+                with store.transaction():
+                    run("r4", 5.0, evening)
+                    raise _Boom
+            except _Boom:
+                pass
+        _equal(day("g1", "2026-11-28"), 5.75, "beside a savepoint rolled back")
+        _equal(day("g1", "2026-11-27"), None, "a day no run started on")
+
     def test_change_marks_move_with_writes(self) -> None:
         """A store that offers change marks gives a new mark after a write to a marked table.
 

@@ -22,7 +22,7 @@ from governance_core.storage._common import (
     matches,
 )
 from governance_core.storage.protocol import AggregateRow, Filter, GroupBy, Record, SortKey
-from governance_core.storage.schema import IDS, TABLES, kinded_tables
+from governance_core.storage.schema import DAY_COSTS, IDS, TABLES, day_cost_id, kinded_tables
 
 __all__ = ["MemoryStore"]
 
@@ -30,8 +30,10 @@ __all__ = ["MemoryStore"]
 class MemoryStore:
     """Keeps records as JSON text in dictionaries; transactions keep an undo log.
 
-    Inserting a record of a resource table records its id in ``ids`` (as SQL adapters'
-    triggers do; see :data:`~governance_core.storage.schema.IDS`).
+    Inserting a record of a resource table records its id in ``ids``, and a write of a run
+    moves its cost between its agent's day costs (as SQL adapters' triggers do; see
+    :data:`~governance_core.storage.schema.IDS` and
+    :data:`~governance_core.storage.schema.DAY_COSTS`).
 
     One lock serialises every access, and a transaction holds it throughout, so other threads
     see only committed data. Null ordering under ``auto`` follows SQLite's (nulls sort lowest)
@@ -111,7 +113,29 @@ class MemoryStore:
                         "account_id": decode(text).get("account_id"),
                     })
                 self._remember(table, record_id)
+                if table == _RUNS:
+                    self._move_day_cost(rows.get(record_id), text)
                 rows[record_id] = text
+
+    def _move_day_cost(self, old: str | None, new: str | None) -> None:
+        """Move a run's cost from the day cost it counted in (``old``) to its ``new`` one's."""
+        before, after = (None if text is None else _day_cost(decode(text)) for text in (old, new))
+        if before == after:
+            return
+        costs = self._tables[DAY_COSTS]
+        for counted, sign in ((before, -1), (after, 1)):
+            if counted is None:
+                continue
+            record_id, agent_id, day, cost = counted
+            held = costs.get(record_id)
+            if held is None and sign < 0:
+                continue
+            self._remember(DAY_COSTS, record_id)
+            total = 0.0 if held is None else decode(held)["total_cost"]
+            costs[record_id] = encode({
+                "id": record_id, "agent_id": agent_id, "day": day,
+                "total_cost": total + sign * cost,
+            })
 
     def delete(self, table: str, record_id: str) -> bool:
         """Delete the record; return whether it existed."""
@@ -120,6 +144,8 @@ class MemoryStore:
             if record_id not in self._tables[table]:
                 return False
             self._remember(table, record_id)
+            if table == _RUNS:
+                self._move_day_cost(self._tables[table][record_id], None)
             del self._tables[table][record_id]
             kind = self._kinds.get(table)
             held = self._ids.get(record_id)
@@ -226,3 +252,18 @@ def _sort_value(key: SortKey) -> Callable[[Record], tuple[int, Any]]:
         return (null_rank, 0) if field is None else (1, field)
 
     return value
+
+
+_RUNS = "agent_instances"
+
+
+def _day_cost(run: Record) -> tuple[str, str, str, float] | None:
+    """Where a stored run's cost counts: its day cost's id, agent, day and cost; or None.
+
+    A run without a cost, a start or an agent counts nowhere.
+    """
+    cost, started, agent_id = run.get("total_cost"), run.get("started_at"), run.get("agent_id")
+    if cost is None or started is None or agent_id is None:
+        return None
+    day = str(started)[:10]
+    return day_cost_id(agent_id, day), agent_id, day, float(cost)

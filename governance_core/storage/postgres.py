@@ -52,6 +52,7 @@ from governance_core.storage._common import (
 )
 from governance_core.storage.protocol import AggregateRow, Filter, GroupBy, Record, SortKey
 from governance_core.storage.schema import (
+    DAY_COSTS,
     IDS,
     SCHEMA_VERSION,
     TABLES,
@@ -739,6 +740,7 @@ def _migrate_schema(conn: psycopg.Connection[Any]) -> None:
         )
     }
     had_ids = IDS in present
+    had_day_costs = DAY_COSTS in present
     changed = False
     for table in TABLES.values():
         changed |= _migrate_table(conn, table, present.get(table.name), indexes)
@@ -757,6 +759,7 @@ def _migrate_schema(conn: psycopg.Connection[Any]) -> None:
         # with them (a writer holds one table and waits for the next).
         _count_changes(conn, [table.name for table in TABLES.values() if table.marked])
         _record_ids(conn, fill=not had_ids)
+        _keep_day_costs(conn, fill=not had_day_costs)
     if not current:
         conn.execute(
             "INSERT INTO _meta (key, value) VALUES ('schema_version', %s)"
@@ -838,6 +841,86 @@ def _record_ids(conn: psycopg.Connection[Any], *, fill: bool) -> None:
                 trigger=sql.Identifier(f"{table.name}_{action}s_id"), event=sql.SQL(event),
                 table=sql.Identifier(table.name), function=function,
             ))
+
+
+def _keep_day_costs(conn: psycopg.Connection[Any], *, fill: bool) -> None:
+    """Make triggers keep :data:`~governance_core.storage.schema.DAY_COSTS`; ``fill`` it first.
+
+    A row trigger runs inside the statement that wrote the run: its cost leaves the day it
+    stood under and joins the one it stands under now, ``data`` following the columns. An
+    update that leaves the cost, the agent and the start's day as they were fires none.
+    """
+    schema = conn.execute("SELECT current_schema()").fetchone()
+    assert schema is not None
+    costs = sql.SQL("{}.{}").format(sql.Identifier(schema[0]), sql.Identifier(DAY_COSTS))
+
+    def record(total: str) -> sql.Composable:
+        return sql.SQL(
+            "json_build_object('id', id, 'agent_id', agent_id, 'day', day, 'total_cost', {})"
+        ).format(sql.SQL(total))
+
+    if fill:
+        conn.execute(sql.SQL(
+            "INSERT INTO {costs} (id, agent_id, day, total_cost, data)"
+            " SELECT id, agent_id, day, total, {record} FROM ("
+            "SELECT agent_id || '/' || substr(started_at, 1, 10) AS id, agent_id,"
+            " substr(started_at, 1, 10) AS day, sum(total_cost) AS total FROM agent_instances"
+            " WHERE total_cost IS NOT NULL AND started_at IS NOT NULL AND agent_id IS NOT NULL"
+            " GROUP BY 1, 2, 3) AS days"
+        ).format(costs=costs, record=record("total")))
+    day = "substr({0}.started_at, 1, 10)"
+    key = "{0}.agent_id || '/' || " + day
+    counted = (
+        "{0}.total_cost IS NOT NULL AND {0}.started_at IS NOT NULL AND {0}.agent_id IS NOT NULL"
+    )
+    same_day = (
+        f"{counted.format('OLD')} AND {counted.format('NEW')} AND OLD.agent_id = NEW.agent_id"
+        f" AND {day.format('OLD')} = {day.format('NEW')}"
+    )
+    conn.execute(sql.SQL(
+        "CREATE OR REPLACE FUNCTION governance_keep_day_costs() RETURNS trigger"
+        " LANGUAGE plpgsql AS $$ BEGIN"
+        # A cost moved within the run's day (most writes that move one): one update by key.
+        " IF TG_OP = 'UPDATE' AND {same_day} THEN UPDATE {costs} SET"
+        " total_cost = total_cost - OLD.total_cost + NEW.total_cost,"
+        " data = {priced} WHERE id = {new_key}; RETURN NULL; END IF;"
+        " IF TG_OP <> 'INSERT' AND {old_counted}"
+        " THEN UPDATE {costs} SET total_cost = total_cost - OLD.total_cost,"
+        " data = {taken} WHERE id = {old_key}; END IF;"
+        " IF TG_OP <> 'DELETE' AND {new_counted}"
+        " THEN INSERT INTO {costs} AS held (id, agent_id, day, total_cost, data)"
+        " VALUES ({new_key}, NEW.agent_id, {new_day}, NEW.total_cost, json_build_object("
+        "'id', {new_key}, 'agent_id', NEW.agent_id, 'day', {new_day},"
+        " 'total_cost', NEW.total_cost))"
+        " ON CONFLICT (id) DO UPDATE SET total_cost = held.total_cost + EXCLUDED.total_cost,"
+        " data = json_build_object('id', held.id, 'agent_id', held.agent_id, 'day', held.day,"
+        " 'total_cost', held.total_cost + EXCLUDED.total_cost); END IF;"
+        " RETURN NULL; END $$"
+    ).format(
+        costs=costs, same_day=sql.SQL(same_day),
+        priced=record("total_cost - OLD.total_cost + NEW.total_cost"),
+        taken=record("total_cost - OLD.total_cost"),
+        old_counted=sql.SQL(counted.format("OLD")), new_counted=sql.SQL(counted.format("NEW")),
+        old_key=sql.SQL(key.format("OLD")), new_key=sql.SQL(key.format("NEW")),
+        new_day=sql.SQL(day.format("NEW")),
+    ))
+    fields = ("total_cost", "started_at", "agent_id")
+    moved = (
+        f"({counted.format('OLD')} OR {counted.format('NEW')})"
+        f" AND NOT ({same_day} AND OLD.total_cost = NEW.total_cost)"
+    )
+    for name, event, when in (
+        ("added", "INSERT", counted.format("NEW")),
+        ("moved", f"UPDATE OF {', '.join(fields)}", moved),
+        ("removed", "DELETE", counted.format("OLD")),
+    ):
+        conn.execute(sql.SQL(
+            "CREATE OR REPLACE TRIGGER {trigger} AFTER {event} ON agent_instances"
+            " FOR EACH ROW WHEN ({when}) EXECUTE FUNCTION governance_keep_day_costs()"
+        ).format(
+            trigger=sql.Identifier(f"agent_instances_cost_{name}"), event=sql.SQL(event),
+            when=sql.SQL(when),
+        ))
 
 
 def _migrate_table(

@@ -18,8 +18,10 @@ from governance_core.models import accounts, agents, notifications, policies
 from governance_core.models.description import ColumnType, description_of, stored_columns
 
 __all__ = [
+    "DAY_COSTS",
     "IDS",
     "SCHEMA_VERSION",
+    "STORE_KEPT",
     "TABLES",
     "TOOL_CALLS_NUMBERED_IN",
     "TOOL_CALL_NUMBERS",
@@ -28,6 +30,7 @@ __all__ = [
     "Table",
     "Where",
     "column_names",
+    "day_cost_id",
     "kinded_tables",
 ]
 
@@ -147,6 +150,25 @@ resource's (null when it has none).
 """
 
 
+DAY_COSTS = "agent_day_costs"
+"""The cost of each agent's runs per UTC day they started: ``{"id", "agent_id", "day",
+"total_cost"}`` a record, its id :func:`day_cost_id`'s.
+
+The store keeps it, never the core, as it keeps :data:`IDS`: every write of a run
+(``agent_instances``) that changes its ``total_cost``, ``started_at`` or ``agent_id``, and
+every insert and delete of one, moves the run's cost from the record of the day it stood
+under to the one it stands under now, in the same statement. ``day`` is the first ten
+characters of ``started_at`` (``YYYY-MM-DD``); a run without a start or a cost counts
+nowhere. So an agent's cost of the day (a daily budget's ``cost_today_micro_usd``) is one
+read by primary key, however many runs it started that day.
+"""
+
+
+def day_cost_id(agent_id: str, day: str) -> str:
+    """The id of ``agent_id``'s record in :data:`DAY_COSTS` for ``day`` (``YYYY-MM-DD``)."""
+    return f"{agent_id}/{day}"
+
+
 def _resource(
     name: str, model: type, *, records_ids: bool = True, **options: Any
 ) -> Table:
@@ -188,9 +210,9 @@ TABLES: dict[str, Table] = {
             indexes=(
                 ("account_id", "status"), ("agent_id", "status"),
                 ("agent_id", "external_identifier"), ("environment_id",),
-                # An agent's runs started today (a daily budget's cost, as a decide and as a
-                # recorded span's judge read it, this run left out): never all its runs, and
-                # no row read (the cost and the id are in the index), however many ran today.
+                # An agent's runs started on a day before a judged one (a daily budget's cost
+                # as back-testing reads it, that run left out): never all its runs, and no
+                # row read (the cost and the id are in the index). A decide reads DAY_COSTS.
                 ("agent_id", "started_at", "total_cost", "id"),
                 ("agent_deployment_id",),
                 ("account_id", "started_at", "status", "risk_level", "total_cost"),
@@ -303,12 +325,20 @@ TABLES: dict[str, Table] = {
             ),
             index_each=False,
         ),
-        # No index besides the primary key: the table is only ever read by id.
+        # No index besides the primary key: these tables are only ever read by id.
         Table(IDS, (Column("kind"), Column("account_id")), index_each=False),
+        Table(
+            DAY_COSTS, (Column("agent_id"), Column("day"), Column("total_cost", "real")),
+            index_each=False,
+        ),
     )
 }
 
-SCHEMA_VERSION = 9
+STORE_KEPT: frozenset[str] = frozenset({IDS, DAY_COSTS})
+"""The tables the store writes itself, as the records of other tables are written: the core
+only reads them, and nothing read of them ahead of a write stays true after it."""
+
+SCHEMA_VERSION = 10
 """Version 4 added the :data:`IDS` table, filled from the resource tables as a store opens;
 version 5 the runs' duration and span count rollups and the ``run_models`` table; version 6
 the runs' ``session_id`` and ``user_id`` (backfilled from the stored records as a store
@@ -316,7 +346,8 @@ opens) and ``span_bucket`` (a run written before it gets one with its next write
 SQLite's rows that keep a declared field in its column alone (older libraries would read
 ``null`` there, so they refuse such a file); version 8 counts the changes of risk profiles and
 policies; version 9 numbers a run's allowed tool calls (``decisions.tool_call_number``: older
-libraries would store calls unnumbered, which the count would miss)."""
+libraries would store calls unnumbered, which the count would miss); version 10 the
+:data:`DAY_COSTS` the store keeps (older libraries would not keep them)."""
 
 
 TOOL_CALLS_NUMBERED_IN = 9

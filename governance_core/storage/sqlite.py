@@ -44,8 +44,10 @@ from governance_core.storage._common import (
 from governance_core.storage._writer_queue import WriterQueue
 from governance_core.storage.protocol import AggregateRow, Filter, GroupBy, Record, SortKey
 from governance_core.storage.schema import (
+    DAY_COSTS,
     IDS,
     SCHEMA_VERSION,
+    STORE_KEPT,
     TABLES,
     TOOL_CALL_NUMBERS,
     TOOL_CALLS_NUMBERED_IN,
@@ -83,6 +85,7 @@ _GETS_A_STATEMENT = 200
 _REMEMBERED_ROWS = 512
 # The data of an id's entry, whose members its columns hold (see _Layout).
 _LEAN_ID = '{"id":null,"kind":null,"account_id":null}'
+_LEAN_DAY_COST = '{"id":null,"agent_id":null,"day":null,"total_cost":null}'
 
 
 class _Link:
@@ -328,10 +331,10 @@ class SQLiteStore:
         """Read the records under ``keys`` (table and id) with one statement, for later gets.
 
         Inside a transaction only: each key's next get in it is answered from what was read,
-        found or not, unless the transaction writes that record first. ``ids``, which the
-        store's triggers write, is not read ahead.
+        found or not, unless the transaction writes that record first. The tables the store's
+        triggers write (``ids``, the agents' day costs) are not read ahead.
         """
-        wanted = [key for key in keys if key[0] != IDS]
+        wanted = [key for key in keys if key[0] not in STORE_KEPT]
         for table, record_id in wanted:
             check_key(table, record_id)
         with self._use() as link:
@@ -737,6 +740,7 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
                 f" {SCHEMA_VERSION}: upgrade the library to open it"
             )
         had_ids = db.table(IDS).exists()
+        had_day_costs = db.table(DAY_COSTS).exists()
         upgrading = row is not None and int(row[0]) < SCHEMA_VERSION
         for table in TABLES.values():
             _migrate_table(db, table, upgrading=upgrading)
@@ -744,6 +748,7 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
             _number_tool_calls(conn)
         _count_changes(conn, [table.name for table in TABLES.values() if table.marked])
         _record_ids(conn, fill=not had_ids, renew=upgrading)
+        _keep_day_costs(conn, fill=not had_day_costs)
         conn.execute(
             "INSERT OR REPLACE INTO _meta (key, value) VALUES ('schema_version', ?)",
             (str(SCHEMA_VERSION),),
@@ -822,15 +827,79 @@ def _record_ids(conn: sqlite3.Connection, *, fill: bool, renew: bool) -> None:
         )
 
 
+def _keep_day_costs(conn: sqlite3.Connection, *, fill: bool) -> None:
+    """Make triggers keep :data:`~governance_core.storage.schema.DAY_COSTS`; ``fill`` it first.
+
+    Each trigger runs inside the statement that wrote the run: a run's cost leaves the day it
+    stood under and joins the one it stands under now. An update that leaves the cost, the
+    agent and the start's day as they were (most of a run's rewrites), or of a run that
+    counts on no day before or after it, fires none.
+    """
+    def day(row: str) -> str:
+        return f"substr({row}.started_at, 1, 10)"
+
+    def counted(row: str) -> str:
+        return (
+            f"{row}.total_cost IS NOT NULL AND {row}.started_at IS NOT NULL"
+            f" AND {row}.agent_id IS NOT NULL"
+        )
+
+    def add(row: str) -> str:
+        return (
+            f"INSERT INTO [{DAY_COSTS}] (id, agent_id, day, total_cost, data)"
+            f" SELECT {row}.agent_id || '/' || {day(row)}, {row}.agent_id, {day(row)},"
+            f" {row}.total_cost, '{_LEAN_DAY_COST}' WHERE {counted(row)}"
+            " ON CONFLICT (id) DO UPDATE SET total_cost = total_cost + excluded.total_cost;"
+        )
+
+    def take(row: str) -> str:
+        return (
+            f"UPDATE [{DAY_COSTS}] SET total_cost = total_cost - {row}.total_cost"
+            f" WHERE id = {row}.agent_id || '/' || {day(row)} AND {counted(row)};"
+        )
+
+    if fill:
+        conn.execute(
+            f"INSERT INTO [{DAY_COSTS}] (id, agent_id, day, total_cost, data)"
+            " SELECT agent_id || '/' || substr(started_at, 1, 10), agent_id,"
+            f" substr(started_at, 1, 10), sum(total_cost), '{_LEAN_DAY_COST}'"
+            " FROM [agent_instances] WHERE total_cost IS NOT NULL AND started_at IS NOT NULL"
+            " AND agent_id IS NOT NULL GROUP BY 1, 2, 3"
+        )
+    # A cost moved within the run's day (most writes that move one): one update by key.
+    same_day = (
+        f"{counted('OLD')} AND {counted('NEW')} AND OLD.agent_id = NEW.agent_id"
+        f" AND {day('OLD')} = {day('NEW')}"
+    )
+    for name, event, when, body in (
+        ("added", "INSERT", counted("NEW"), add("NEW")),
+        (
+            "priced", "UPDATE OF total_cost", f"{same_day} AND OLD.total_cost <> NEW.total_cost",
+            f"UPDATE [{DAY_COSTS}] SET total_cost = total_cost - OLD.total_cost"
+            f" + NEW.total_cost WHERE id = NEW.agent_id || '/' || {day('NEW')};",
+        ),
+        (
+            "moved", "UPDATE OF total_cost, started_at, agent_id",
+            f"({counted('OLD')} OR {counted('NEW')}) AND NOT ({same_day})",
+            take("OLD") + add("NEW"),
+        ),
+        ("removed", "DELETE", counted("OLD"), take("OLD")),
+    ):
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS [agent_instances_cost_{name}] AFTER {event}"
+            f" ON [agent_instances] WHEN {when} BEGIN {body} END"
+        )
+
+
 def _migrate_table(db: sqlite_utils.Database, table: Table, *, upgrading: bool) -> None:
     handle = db.table(table.name)
     wanted = {c.name: _SQL_TYPES[c.type] for c in table.columns}
-    if not handle.exists() and table.name == IDS:
+    if not handle.exists() and table.name in STORE_KEPT:
         # Small rows read only by id: kept in the primary key's B-tree alone, an insert writes
         # one page, not a row's and its id index's.
         db.execute(
-            f"CREATE TABLE [{IDS}] ([id] TEXT PRIMARY KEY NOT NULL, [data] TEXT NOT NULL, "
-            + ", ".join(f"[{name}] TEXT" for name in wanted)
+            f"CREATE TABLE [{table.name}] ([id] TEXT PRIMARY KEY NOT NULL, [data] TEXT NOT NULL, "
+            + ", ".join(f"[{c.name}] {c.type.upper()}" for c in table.columns)
             + ") WITHOUT ROWID"
         )
     elif not handle.exists():

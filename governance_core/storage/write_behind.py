@@ -61,7 +61,7 @@ from governance_core.storage.protocol import (
     SortKey,
     Store,
 )
-from governance_core.storage.schema import IDS, TABLES, kinded_tables
+from governance_core.storage.schema import DAY_COSTS, IDS, TABLES, kinded_tables
 
 __all__ = ["WriteBehindStore"]
 
@@ -134,7 +134,8 @@ class WriteBehindStore:
         every_transaction: bool = True,
     ) -> None:
         self.inner = inner
-        self._tables = frozenset(tables)
+        # The day costs are never kept: the inner store writes them as it writes runs.
+        self._tables = frozenset(tables) - {DAY_COSTS}
         self._every_transaction = every_transaction
         self._memory = _Memory()
         self._kinds = [
@@ -244,6 +245,7 @@ class WriteBehindStore:
             kept = self._kept_id(memory, record_id)
             if kept is not None:
                 return kept
+        self._pass_on_runs(memory, table)
         if not memory.depth or table not in self._tables:
             return self.inner.get(table, record_id)
         key = (table, record_id)
@@ -425,6 +427,7 @@ class WriteBehindStore:
                 found = self._query_kept(table, filters, limit, kept)
         if found is None:
             self._pass_on(memory, table)
+            self._pass_on_runs(memory, table)
             found = self.inner.query(table, filters, sort, offset, limit)
         if asked is not None:
             memory.queries.setdefault(table, {})[asked] = found
@@ -452,11 +455,13 @@ class WriteBehindStore:
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
         """The inner store's count, after the table's kept records are passed on."""
         self._pass_on(self._memory, table)
+        self._pass_on_runs(self._memory, table)
         return self.inner.count(table, filters)
 
     def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
         """The inner store's iteration, after the table's kept records are passed on."""
         self._pass_on(self._memory, table)
+        self._pass_on_runs(self._memory, table)
         return self.inner.iterate(table, filters)
 
     def aggregate(
@@ -468,6 +473,7 @@ class WriteBehindStore:
     ) -> list[AggregateRow]:
         """The inner store's aggregate, after the table's kept records are passed on."""
         self._pass_on(self._memory, table)
+        self._pass_on_runs(self._memory, table)
         return self.inner.aggregate(table, group_by, sums, filters)
 
     def close(self) -> None:
@@ -477,6 +483,11 @@ class WriteBehindStore:
     def __getattr__(self, name: str) -> Any:
         # What is not the port (a file's path, a pool's size) is the inner store's.
         return getattr(self.inner, name)
+
+    def _pass_on_runs(self, memory: _Memory, table: str) -> None:
+        """Before the day costs are read, pass the kept runs on: the inner store keeps them."""
+        if table == DAY_COSTS:
+            self._pass_on(memory, "agent_instances")
 
     def _pass_on(self, memory: _Memory, table: str | None) -> None:
         """Write the kept records (of ``table``, or all) to the inner store, table by table."""

@@ -2,8 +2,8 @@
 
 A regression guard, not a timing: each read a decide (or the judge of a recorded span) makes
 is checked against SQLite's plan for it. The run's tool calls are read from the end of their
-index range (the last one's number), the agent's cost today from an index that holds it (no
-run's row is read), and no read scans a table.
+index range (the last one's number), the agent's cost today by primary key from the day costs
+the store keeps (no run is read, nor summed), and no read scans a table.
 """
 
 from __future__ import annotations
@@ -78,17 +78,22 @@ def _busy_agent(*policies: str) -> Iterator[tuple[SQLiteStore, Session, str]]:
         gov.close()
 
 
-def test_a_recorded_spans_judge_sums_the_agents_day_from_an_index() -> None:
+def _assert_day_cost_read_by_key(plans: dict[str, str]) -> None:
+    """The agent's cost today was one read by primary key, and no sum over its runs."""
+    assert not [statement for statement in plans if "sum([total_cost])" in statement], plans
+    (cost_today,) = [plan for statement, plan in plans.items()
+                     if "FROM [agent_day_costs]" in statement]
+    assert "USING PRIMARY KEY (id=?)" in cost_today, cost_today
+
+
+def test_a_recorded_spans_judge_reads_the_agents_day_cost_by_key() -> None:
     with _busy_agent(POLICIES[1]) as (store, session, run):
         plans = _plans(store, lambda: session.call("agent_spans/create", {
             "agent_instance_id": run, "schema_name": "llm", "status": "complete",
             "payload": {"model": "gpt-4o", "token_usage": {"prompt_tokens": 10}},
         }))
     assert not [plan for plan in plans.values() if "SCAN" in plan], plans
-    # The agent's other runs of the day: the run itself is left out in the index too.
-    (cost_today,) = [plan for statement, plan in plans.items()
-                     if "sum([total_cost])" in statement]
-    assert "COVERING INDEX" in cost_today, cost_today
+    _assert_day_cost_read_by_key(plans)
 
 
 def test_a_decides_reads_are_index_searches_that_read_no_more_than_they_answer() -> None:
@@ -105,8 +110,6 @@ def test_a_decides_reads_are_index_searches_that_read_no_more_than_they_answer()
     assert not [plan for plan in plans.values() if "SCAN" in plan], plans
     (tool_calls,) = [plan for statement, plan in plans.items() if "FROM [decisions]" in statement]
     assert "tool_call_number>?" in tool_calls, tool_calls
-    (cost_today,) = [plan for statement, plan in plans.items()
-                     if "sum([total_cost])" in statement]
-    assert "COVERING INDEX" in cost_today, cost_today
+    _assert_day_cost_read_by_key(plans)
     # Each allowed call is numbered after those before it.
     assert sorted(numbers) == list(range(1, 32))

@@ -128,6 +128,24 @@ def test_the_figures_start_from_the_stored_run_and_move_through_the_batch(
     assert [d["agent_span_id"] for d in judgement.decisions] == [second]
 
 
+def test_a_daily_budget_counts_the_agents_other_runs_of_the_day_and_this_one_so_far(
+    world: RunWorld,
+) -> None:
+    world.policy(
+        "forbid (principal, action, resource)"
+        " when { context.agent.cost_today_micro_usd >= 2000 };"
+    )
+    other = world.run()
+    model_call(world, other, 1500)
+    run = world.run()
+    # The day's cost as the store keeps it holds all three calls of the run by the time they
+    # are judged: each is judged with the other run's 1,500 and this run's cost before it.
+    judgement, _, (_, _, third) = judged(world, run, lambda: [
+        model_call(world, run, 400), model_call(world, run, 400), model_call(world, run, 400),
+    ])
+    assert [d["agent_span_id"] for d in judgement.decisions] == [third]
+
+
 def test_an_action_held_for_approval_is_denied_unless_approved(world: RunWorld) -> None:
     world.policy(REFUNDS)
     run = world.run()

@@ -195,7 +195,7 @@ def test_a_version_5_file_gains_the_columns_and_indexes(tmp_path: Path) -> None:
     finally:
         store.close()
     raw = sqlite3.connect(path, isolation_level=None)
-    assert raw.execute("SELECT value FROM _meta").fetchone() == (str(SCHEMA_VERSION),) == ("9",)
+    assert raw.execute("SELECT value FROM _meta").fetchone() == (str(SCHEMA_VERSION),) == ("10",)
     columns = {row[1] for row in raw.execute("PRAGMA table_info(agent_instances)")}
     assert {"session_id", "user_id"} <= columns
     indexed = {

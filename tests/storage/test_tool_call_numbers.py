@@ -7,44 +7,13 @@ and on PostgreSQL alike.
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from governance_core.context import Config
 from governance_core.encryption import PlaintextForTests
 from governance_core.service import Governance, Session
 from governance_core.storage import Filter, SortKey, open_store
-from tests.stores import scratch_schema
-
-Run = Callable[[str], None]
-"""Runs one SQL statement on the store's database, outside the store."""
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Run]]:
-    """A new store's location, and a way to change its database as an older library left it."""
-    if request.param == "sqlite":
-        path = tmp_path / "older.db"
-
-        def run_sqlite(statement: str) -> None:
-            with sqlite3.connect(path, isolation_level=None) as raw:
-                raw.execute(statement)
-
-        yield str(path), run_sqlite
-        return
-    import psycopg
-
-    with scratch_schema("numbers") as url:
-
-        def run_postgres(statement: str) -> None:
-            with psycopg.connect(url, autocommit=True) as raw:
-                raw.execute(statement.encode())
-
-        yield url, run_postgres
+from tests.stores import RunSQL
 
 
 def _open(location: str) -> Governance:
@@ -73,7 +42,7 @@ def _numbers(gov: Governance, run_id: str) -> list[Any]:
 
 
 def test_an_older_stores_allowed_tool_calls_are_numbered_as_it_opens(
-    location: tuple[str, Run],
+    location: tuple[str, RunSQL],
 ) -> None:
     where, run = location
     gov = _open(where)
