@@ -466,9 +466,10 @@ class RecordedJudge:
         """
         tables = self.ctx.tables
         total = day_cost(tables, run.instance["agent_id"], day)
-        stored = tables.agent_instances.get(run.instance["id"]) or run.instance
-        own = stored.get("total_cost")
-        if own is not None and str(stored.get("started_at") or "")[:10] == day:
+        stored = tables.agent_instances.get(run.instance["id"])
+        assert stored is not None, "a run is never deleted in the transaction judging it"
+        own, started = stored.get("total_cost"), stored.get("started_at")
+        if own is not None and started is not None and started[:10] == day:
             total -= float(own)
         return micro_usd(total)
 

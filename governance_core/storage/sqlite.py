@@ -83,9 +83,15 @@ _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 _GETS_A_STATEMENT = 200
 # How many rows of one query a write transaction keeps the column values of (see _Link).
 _REMEMBERED_ROWS = 512
-# The data of an id's entry, whose members its columns hold (see _Layout).
-_LEAN_ID = '{"id":null,"kind":null,"account_id":null}'
-_LEAN_DAY_COST = '{"id":null,"agent_id":null,"day":null,"total_cost":null}'
+
+
+def _lean_row(table: str) -> str:
+    """The data of a row of a table the store keeps, whose members its columns hold (_Layout)."""
+    return encode(dict.fromkeys(["id", *(column.name for column in TABLES[table].columns)]))
+
+
+_LEAN_ID = _lean_row(IDS)
+_LEAN_DAY_COST = _lean_row(DAY_COSTS)
 
 
 class _Link:

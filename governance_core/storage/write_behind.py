@@ -245,7 +245,8 @@ class WriteBehindStore:
             kept = self._kept_id(memory, record_id)
             if kept is not None:
                 return kept
-        self._pass_on_runs(memory, table)
+        if table == DAY_COSTS:
+            self._pass_on(memory, table)
         if not memory.depth or table not in self._tables:
             return self.inner.get(table, record_id)
         key = (table, record_id)
@@ -427,7 +428,6 @@ class WriteBehindStore:
                 found = self._query_kept(table, filters, limit, kept)
         if found is None:
             self._pass_on(memory, table)
-            self._pass_on_runs(memory, table)
             found = self.inner.query(table, filters, sort, offset, limit)
         if asked is not None:
             memory.queries.setdefault(table, {})[asked] = found
@@ -455,13 +455,11 @@ class WriteBehindStore:
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
         """The inner store's count, after the table's kept records are passed on."""
         self._pass_on(self._memory, table)
-        self._pass_on_runs(self._memory, table)
         return self.inner.count(table, filters)
 
     def iterate(self, table: str, filters: Sequence[Filter] = ()) -> Iterator[Record]:
         """The inner store's iteration, after the table's kept records are passed on."""
         self._pass_on(self._memory, table)
-        self._pass_on_runs(self._memory, table)
         return self.inner.iterate(table, filters)
 
     def aggregate(
@@ -473,7 +471,6 @@ class WriteBehindStore:
     ) -> list[AggregateRow]:
         """The inner store's aggregate, after the table's kept records are passed on."""
         self._pass_on(self._memory, table)
-        self._pass_on_runs(self._memory, table)
         return self.inner.aggregate(table, group_by, sums, filters)
 
     def close(self) -> None:
@@ -484,15 +481,16 @@ class WriteBehindStore:
         # What is not the port (a file's path, a pool's size) is the inner store's.
         return getattr(self.inner, name)
 
-    def _pass_on_runs(self, memory: _Memory, table: str) -> None:
-        """Before the day costs are read, pass the kept runs on: the inner store keeps them."""
-        if table == DAY_COSTS:
-            self._pass_on(memory, "agent_instances")
-
     def _pass_on(self, memory: _Memory, table: str | None) -> None:
-        """Write the kept records (of ``table``, or all) to the inner store, table by table."""
+        """Write the kept records (of ``table``, or all) to the inner store, table by table.
+
+        The day costs are the inner store's to keep as runs are written: for them, the kept
+        runs are passed on.
+        """
         if not memory.pending:
             return
+        if table == DAY_COSTS:
+            table = "agent_instances"
         keys = [key for key in memory.pending if table is None or key[0] == table]
         if not keys:
             return
