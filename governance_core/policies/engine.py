@@ -299,8 +299,9 @@ class Evaluation:
 
 
 class CompiledSet:
-    """Policies joined into one engine policy set, evaluated together.
+    """Policies evaluated together, each request against the statements that can hold it.
 
+    An engine policy set of those statements is kept per principal, action and resource.
     ``sources`` maps each policy id to its compiled text.
     """
 
@@ -317,7 +318,6 @@ class CompiledSet:
         self._needs: dict[tuple[Uid, Uid, Uid], frozenset[str]] = {}
         self._subsets: dict[tuple[Uid, Uid, Uid], Any] = {}
         self._entities: dict[str, Any] = {}
-        self._set = _policy_set(static)
 
     def _holding_names(self, key: tuple[Uid, Uid, Uid]) -> tuple[str, ...]:
         """The names of the statements whose scope (head) can hold ``key``'s entities.
@@ -374,15 +374,63 @@ class CompiledSet:
         key = (
             _uid(request["principal"]), _uid(request["action"]), _uid(request["resource"])
         )
+        subset = self._subset(key)
+        if subset is None:
+            return Evaluation((), {})
+        asked = dict(request)
+        if not isinstance(asked.get("context", ""), str):
+            asked["context"] = jsontext.dumps(asked["context"])
+        return _evaluation(cedarpy.is_authorized(asked, subset, self._parsed(entities)))
+
+    def evaluate_many(
+        self, requests: Sequence[Mapping[str, Any]], entities: Sequence[Mapping[str, Any]]
+    ) -> list[Evaluation]:
+        """Evaluate requests sharing one entity list (each uid once), in order.
+
+        The entities are parsed once for all of them (and kept, as :meth:`evaluate` keeps
+        them); the requests of one principal, action and resource are evaluated together,
+        against the statements that can hold them alone.
+        """
+        assert cedarpy is not None
+        found = [Evaluation((), {}) for _ in requests]
+        if self.size == 0 or not requests:
+            return found
+        places: dict[tuple[Uid, Uid, Uid], list[int]] = {}
+        for place, request in enumerate(requests):
+            key = (
+                _uid(request["principal"]), _uid(request["action"]), _uid(request["resource"])
+            )
+            places.setdefault(key, []).append(place)
+        parsed = None
+        for key, held in places.items():
+            subset = self._subset(key)
+            if subset is None:
+                continue
+            if parsed is None:
+                parsed = self._parsed(entities)
+            results = cedarpy.is_authorized_batch(
+                [dict(requests[place]) for place in held], subset, parsed
+            )
+            for place, result in zip(held, results, strict=True):
+                found[place] = _evaluation(result)
+        return found
+
+    def _subset(self, key: tuple[Uid, Uid, Uid]) -> Any:
+        """The engine's set of the statements that can hold ``key``'s entities (None: none)."""
         names = self._holding_names(key)
         if not names:
-            return Evaluation((), {})
+            return None
         subset = self._subsets.get(key)
         if subset is None:
             subset = _policy_set({name: self._static[name] for name in names})
             if len(self._subsets) >= _KEPT_SETS:
                 self._subsets.clear()
             self._subsets[key] = subset
+        return subset
+
+    def _parsed(self, entities: Sequence[Mapping[str, Any]]) -> Any:
+        """The engine's parsed form of ``entities``, kept per distinct text."""
+        assert cedarpy is not None
         text = jsontext.dumps(list(entities))
         parsed = self._entities.get(text)
         if parsed is None:
@@ -390,26 +438,7 @@ class CompiledSet:
             if len(self._entities) >= _KEPT_ENTITIES:
                 self._entities.clear()
             self._entities[text] = parsed
-        asked = dict(request)
-        if not isinstance(asked.get("context", ""), str):
-            asked["context"] = jsontext.dumps(asked["context"])
-        return _evaluation(cedarpy.is_authorized(asked, subset, parsed))
-
-    def evaluate_many(
-        self, requests: Sequence[Mapping[str, Any]], entities: Sequence[Mapping[str, Any]]
-    ) -> list[Evaluation]:
-        """Evaluate requests sharing one entity list (each uid once) in one call, in order.
-
-        The entities are parsed once for all of them.
-        """
-        assert cedarpy is not None
-        if self.size == 0 or not requests:
-            return [Evaluation((), {}) for _ in requests]
-        shared = cedarpy.Entities.from_json_str(jsontext.dumps(list(entities)))
-        results = cedarpy.is_authorized_batch(
-            [dict(request) for request in requests], self._set, shared
-        )
-        return [_evaluation(result) for result in results]
+        return parsed
 
 
 Uid = tuple[str, str]

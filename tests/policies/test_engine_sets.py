@@ -4,7 +4,9 @@ request, and says exactly what the whole set says."""
 from __future__ import annotations
 
 import json
+import re
 
+import cedarpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,6 +67,33 @@ def compiled(picks: list[tuple[int, int]]) -> CompiledSet:
     return CompiledSet(sources)
 
 
+def whole_set(
+    picks: list[tuple[int, int]], asked: dict[str, object], entities: list[dict[str, object]]
+) -> Evaluation:
+    """What the engine says given every statement of ``picks`` at once (beside a permit)."""
+    texts = ["permit (principal, action, resource);"] + [
+        f"forbid ({HEADS[head]}){CONDITIONS[condition]};" for head, condition in picks
+    ]
+    result = cedarpy.is_authorized(
+        {**asked, "context": json.dumps(asked["context"])}, "\n".join(texts),
+        json.dumps(entities),
+    )
+    # The engine names the text's nth policy "policy<n>"; compiled() names it p<n - 1>#0.
+    def key(name: str) -> tuple[str, int]:
+        return f"p{int(name.removeprefix('policy')) - 1}", 0
+
+    matched = tuple(
+        key(name) for name in result.diagnostics.reasons if name != "policy0"
+    ) if result.decision == cedarpy.Decision.Deny else ()
+    errors = {
+        key(found.group(1)): found.group(2)
+        for found in (re.search(r"policy `([^`]*)`: (.*)", text)
+                      for text in result.diagnostics.errors)
+        if found is not None
+    }
+    return Evaluation(matched, errors)
+
+
 def same(one: Evaluation, other: Evaluation) -> bool:
     return sorted(one.matched) == sorted(other.matched) and set(one.errors) == set(other.errors)
 
@@ -87,11 +116,13 @@ def test_a_request_is_judged_by_its_statements_as_by_the_whole_set(
     policies = compiled(picks)
     for shape, amount, tool_calls in asked:
         built, entities = request(REQUESTS[shape], amount, tool_calls)
-        # evaluate_many gives the engine every statement; evaluate only those that can hold
-        # the request, with its context as text.
-        whole = policies.evaluate_many([{**built, "context": json.dumps(built["context"])}],
-                                       entities)[0]
+        # The engine given every statement; evaluate and evaluate_many give it only those
+        # that can hold the request (evaluate_many with its context as text).
+        whole = whole_set(picks, built, entities)
         assert same(policies.evaluate(built, entities), whole)
+        many = policies.evaluate_many([{**built, "context": json.dumps(built["context"])}],
+                                      entities)[0]
+        assert same(many, whole)
 
 
 def test_what_a_request_needs_is_read_by_the_statements_that_can_hold_it() -> None:
