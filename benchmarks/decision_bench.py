@@ -10,6 +10,9 @@ Prints each figure beside its goal:
   ``--busy-runs`` other runs of its agent started today, on a store of their own), against
   the same goals and as a ratio to the short runs' p50: what the run's tool calls and the
   agent's cost today cost to read should not grow with them;
+- a span create (a model call, which 20 of the policies can hold) judged by the policies as
+  it is recorded (detective mode), p50 against the same create on an account without
+  policies, in alternating blocks: what judging a recorded span costs;
 - ``POST /api/v1/decision`` from 4 client processes against the default server: p99 (goal
   <= 10 ms) and its rate against ``GET /ping`` from the same clients (goal >= 50%), in
   ``--rounds`` rounds of each, alternating, so that a machine that slows down meanwhile slows
@@ -23,12 +26,13 @@ full, their two figures read from the store for every decision; the engine is no
 other 30.
 
     python benchmarks/decision_bench.py [--decisions 3000] [--requests 4000] [--rounds 3]
-        [--busy-calls 10000] [--busy-runs 5000]
+        [--busy-calls 10000] [--busy-runs 5000] [--spans 2000]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -79,12 +83,12 @@ def policy_source(number: int) -> str:
     )
 
 
-def prepare(db: Path) -> tuple[str, str]:
-    """Bootstrap the store, create the policies and an agent; the token and the agent id."""
+def prepare(db: Path, policies: int = POLICIES) -> tuple[str, str]:
+    """Bootstrap the store, create ``policies`` policies and an agent; the token and agent id."""
     with Governance.open(db) as gov:
         made = gov.bootstrap()
         session = gov.session(made.token)
-        for number in range(POLICIES):
+        for number in range(policies):
             session.call("policies/create", {"name": f"p{number}", "source": policy_source(number)})
         agent = session.details("agents/create", {"name": "Bench agent"})
         return made.token, agent["id"]
@@ -174,6 +178,42 @@ def busy(
         return latencies
 
 
+def span_body(run_id: str, number: int) -> dict[str, object]:
+    """A finished model-call span of the run (its type ``bench:llm``, its tokens priced)."""
+    return {
+        "agent_instance_id": run_id, "schema_name": "bench:llm", "status": "complete",
+        "started_at": "2026-11-21T16:41:59Z", "finished_at": "2026-11-21T16:42:00Z",
+        "payload": {"prompt": f"hello {number}", "model": "gpt-4o",
+                    "token_usage": {"prompt_tokens": 812, "completion_tokens": 164}},
+    }
+
+
+def recorded(
+    stores: Sequence[tuple[Path, str, str]], spans: int, block: int = 100
+) -> list[list[float]]:
+    """Latencies (seconds) of span creates on each store, in alternating blocks of ``block``.
+
+    Each store is ``(file, token, agent id)``; a run takes at most :data:`RUN_LENGTH` spans.
+    """
+    with contextlib.ExitStack() as opened:
+        sessions = [
+            (opened.enter_context(Governance.open(db)).session(token), agent_id)
+            for db, token, agent_id in stores
+        ]
+        runs = [new_run(session, agent_id) for session, agent_id in sessions]
+        latencies: list[list[float]] = [[] for _ in stores]
+        for start in range(0, spans, block):
+            for place, (session, agent_id) in enumerate(sessions):
+                if start and start % RUN_LENGTH < block:
+                    runs[place] = new_run(session, agent_id)
+                for number in range(start, min(start + block, spans)):
+                    body = span_body(runs[place], number)
+                    began = time.perf_counter()
+                    session.call("agent_spans/create", body)
+                    latencies[place].append(time.perf_counter() - began)
+        return latencies
+
+
 SERVER = (
     "import sys; from governance_http.serving import serve; "
     "serve(sys.argv[2], host='127.0.0.1', port=int(sys.argv[1]))"
@@ -233,6 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--busy-calls", type=int, default=10_000)
     parser.add_argument("--busy-runs", type=int, default=5_000)
+    parser.add_argument("--spans", type=int, default=2000)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "decisions.db"
@@ -243,6 +284,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         busy_token, busy_agent = prepare(busy_db)
         long_run = busy(busy_db, busy_token, busy_agent, args.busy_calls, args.busy_runs,
                         args.decisions)
+        plain_db = Path(tmp) / "plain.db"
+        plain_token, plain_agent = prepare(plain_db, policies=0)
+        judged, plain = recorded(
+            [(db, token, agent_id), (plain_db, plain_token, plain_agent)], args.spans
+        )
     ping = statistics.median(ping for ping, _, _ in rounds)
     decide = statistics.median(decide for _, decide, _ in rounds)
     p99 = statistics.median(p99 for _, _, p99 in rounds)
@@ -258,6 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"in-process decide:   p50 {statistics.median(long_run) * ms:6.3f} ms  goal <= 0.2 ms;"
           f"  p99 {percentile(long_run, 0.99) * ms:6.3f} ms  goal <= 1 ms;  p50 against the"
           f" short runs' {statistics.median(long_run) / statistics.median(whole):.2f}")
+    print(f"span create judged:  p50 {statistics.median(judged) * ms:6.3f} ms;  without"
+          f" policies {statistics.median(plain) * ms:6.3f} ms;  ratio"
+          f" {statistics.median(judged) / statistics.median(plain):.2f}"
+          f"  ({args.spans} creates each, alternating blocks of 100)")
     print(f"HTTP, 4 client processes, {args.requests} requests each kind a round,"
           f" medians of {args.rounds} alternating rounds")
     for number, (round_ping, round_decide, _) in enumerate(rounds, 1):
