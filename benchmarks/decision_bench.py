@@ -45,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from serve_bench import span_body
 from servers import Request, free_port, start_server, stop_server, timed_requests
 
 from governance_core.context import Context
@@ -176,16 +177,6 @@ def busy(
             latencies.append(time.perf_counter() - began)
             assert outcome == "allow", outcome
         return latencies
-
-
-def span_body(run_id: str, number: int) -> dict[str, object]:
-    """A finished model-call span of the run (its type ``bench:llm``, its tokens priced)."""
-    return {
-        "agent_instance_id": run_id, "schema_name": "bench:llm", "status": "complete",
-        "started_at": "2026-11-21T16:41:59Z", "finished_at": "2026-11-21T16:42:00Z",
-        "payload": {"prompt": f"hello {number}", "model": "gpt-4o",
-                    "token_usage": {"prompt_tokens": 812, "completion_tokens": 164}},
-    }
 
 
 def recorded(

@@ -371,10 +371,7 @@ class CompiledSet:
         a ``context`` may be given as JSON text.
         """
         assert cedarpy is not None
-        key = (
-            _uid(request["principal"]), _uid(request["action"]), _uid(request["resource"])
-        )
-        subset = self._subset(key)
+        subset = self._subset(_request_key(request))
         if subset is None:
             return Evaluation((), {})
         asked = dict(request)
@@ -397,10 +394,7 @@ class CompiledSet:
             return found
         places: dict[tuple[Uid, Uid, Uid], list[int]] = {}
         for place, request in enumerate(requests):
-            key = (
-                _uid(request["principal"]), _uid(request["action"]), _uid(request["resource"])
-            )
-            places.setdefault(key, []).append(place)
+            places.setdefault(_request_key(request), []).append(place)
         parsed = None
         for key, held in places.items():
             subset = self._subset(key)
@@ -477,6 +471,11 @@ def _policy_set(static: Mapping[str, Any]) -> Any:
 
 def _uid(entity: Mapping[str, Any]) -> Uid:
     return str(entity.get("type")), str(entity.get("id"))
+
+
+def _request_key(request: Mapping[str, Any]) -> tuple[Uid, Uid, Uid]:
+    """A request's principal, action and resource: what its statement set is kept by."""
+    return _uid(request["principal"]), _uid(request["action"]), _uid(request["resource"])
 
 
 def _head_holds(head: Mapping[str, Any], uid: Uid) -> bool:

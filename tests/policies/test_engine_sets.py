@@ -67,6 +67,11 @@ def compiled(picks: list[tuple[int, int]]) -> CompiledSet:
     return CompiledSet(sources)
 
 
+def _statement(name: str) -> tuple[str, int]:
+    """The engine names a text's nth policy ``policy<n>``; compiled() names it ``p<n - 1>#0``."""
+    return f"p{int(name.removeprefix('policy')) - 1}", 0
+
+
 def whole_set(
     picks: list[tuple[int, int]], asked: dict[str, object], entities: list[dict[str, object]]
 ) -> Evaluation:
@@ -78,15 +83,11 @@ def whole_set(
         {**asked, "context": json.dumps(asked["context"])}, "\n".join(texts),
         json.dumps(entities),
     )
-    # The engine names the text's nth policy "policy<n>"; compiled() names it p<n - 1>#0.
-    def key(name: str) -> tuple[str, int]:
-        return f"p{int(name.removeprefix('policy')) - 1}", 0
-
     matched = tuple(
-        key(name) for name in result.diagnostics.reasons if name != "policy0"
+        _statement(name) for name in result.diagnostics.reasons if name != "policy0"
     ) if result.decision == cedarpy.Decision.Deny else ()
     errors = {
-        key(found.group(1)): found.group(2)
+        _statement(found.group(1)): found.group(2)
         for found in (re.search(r"policy `([^`]*)`: (.*)", text)
                       for text in result.diagnostics.errors)
         if found is not None
