@@ -16,7 +16,9 @@ Prints each figure beside its goal:
 - ``POST /api/v1/decision`` from 4 client processes against the default server: p99 (goal
   <= 10 ms) and its rate against ``GET /ping`` from the same clients (goal >= 50%), in
   ``--rounds`` rounds of each, alternating, so that a machine that slows down meanwhile slows
-  both: the medians, and the median of the rounds' ratios.
+  both: the medians, and the median of the rounds' ratios; and the server's CPU a request of
+  each kind (all its processes, read from ``/proc``), beside the in-process decide: what a
+  decision costs the server beyond a ping, against what the decide itself costs.
 
 The 50 policies mix what teams write (docs/policies.md): tool deny-lists, run budgets,
 approvals on arguments, tool-call rates (the run's allowed tool calls) and daily budgets
@@ -42,11 +44,19 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serve_bench import span_body
-from servers import Request, free_port, start_server, stop_server, timed_requests
+from servers import (
+    Request,
+    cpu_seconds,
+    free_port,
+    start_server,
+    stop_server,
+    timed_requests,
+)
 
 from governance_core.context import Context
 from governance_core.policies.deciding import Action, active_policies, run_request
@@ -234,10 +244,22 @@ def rate(port: int, token: str, runs: Sequence[str], requests: int) -> tuple[flo
     return len(latencies) / elapsed, percentile(latencies, 0.99)
 
 
-def over_http(
-    db: Path, token: str, agent_id: str, requests: int, rounds: int
-) -> list[tuple[float, float, float]]:
-    """Each round's ping rate, decide rate and decide p99 from 4 client processes."""
+class Round(NamedTuple):
+    """One round over HTTP: rates, the decide p99, and the server's CPU a request.
+
+    Rates are requests a second, the p99 and CPU figures seconds; the CPU is that of every
+    process of the server's session, a request of each kind.
+    """
+
+    ping: float
+    decide: float
+    p99: float
+    ping_cpu: float
+    decide_cpu: float
+
+
+def over_http(db: Path, token: str, agent_id: str, requests: int, rounds: int) -> list[Round]:
+    """Each round's pings and decides from 4 client processes."""
     port = free_port()
     process = start_server(
         ["-c", SERVER, str(port), str(db)], port, env=dict(os.environ), timeout_s=30
@@ -248,9 +270,14 @@ def over_http(
             with Governance.open(db) as gov:
                 session = gov.session(token)
                 runs = [new_run(session, agent_id) for _ in range(4)]
+            before = cpu_seconds(process.pid)
             ping, _ = rate(port, token, [""] * 4, requests)
+            between = cpu_seconds(process.pid)
             decide, p99 = rate(port, token, runs, requests)
-            measured.append((ping, decide, p99))
+            after = cpu_seconds(process.pid)
+            measured.append(Round(
+                ping, decide, p99, (between - before) / requests, (after - between) / requests
+            ))
     finally:
         stop_server(process)
     return measured
@@ -280,10 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         judged, plain = recorded(
             [(db, token, agent_id), (plain_db, plain_token, plain_agent)], args.spans
         )
-    ping = statistics.median(ping for ping, _, _ in rounds)
-    decide = statistics.median(decide for _, decide, _ in rounds)
-    p99 = statistics.median(p99 for _, _, p99 in rounds)
-    ratio = statistics.median(decide / ping for ping, decide, _ in rounds)
+    ping = statistics.median(r.ping for r in rounds)
+    decide = statistics.median(r.decide for r in rounds)
+    p99 = statistics.median(r.p99 for r in rounds)
+    ratio = statistics.median(r.decide / r.ping for r in rounds)
+    ping_cpu = statistics.median(r.ping_cpu for r in rounds)
+    decide_cpu = statistics.median(r.decide_cpu for r in rounds)
     ms = 1e3
     print(f"{POLICIES} active policies, SQLite, {args.decisions} decisions in process")
     print(f"engine alone:        p50 {statistics.median(engine) * ms:6.3f} ms  goal <= 0.2 ms;"
@@ -301,12 +330,15 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"  ({args.spans} creates each, alternating blocks of 100)")
     print(f"HTTP, 4 client processes, {args.requests} requests each kind a round,"
           f" medians of {args.rounds} alternating rounds")
-    for number, (round_ping, round_decide, _) in enumerate(rounds, 1):
-        print(f"  round {number}: /ping {round_ping:.0f} req/s, /decision {round_decide:.0f}"
-              f" req/s, ratio {round_decide / round_ping:.2f}")
+    for number, r in enumerate(rounds, 1):
+        print(f"  round {number}: /ping {r.ping:.0f} req/s, /decision {r.decide:.0f}"
+              f" req/s, ratio {r.decide / r.ping:.2f}")
     print(f"GET /ping:           {ping:8.0f} req/s  (baseline)")
     print(f"POST /decision:      {decide:8.0f} req/s  ratio {ratio:.2f}  goal >= 0.50;"
           f"  p99 {p99 * ms:.1f} ms  goal <= 10 ms")
+    print(f"server CPU a request: /ping {ping_cpu * ms:.3f} ms, /decision {decide_cpu * ms:.3f}"
+          f" ms; the decision's more than a ping {(decide_cpu - ping_cpu) * ms:.3f} ms, against"
+          f" the in-process decide's p50 {statistics.median(whole) * ms:.3f} ms")
     return 0
 
 

@@ -41,14 +41,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
-from servers import HOST, free_port, governance_serve, start_server, stop_server
+from servers import HOST, cpu_seconds, free_port, governance_serve, start_server, stop_server
 
 from governance_core.service import Governance
 
 EXPORT_SPANS = 512
 CPU_GOAL = 0.3
 RATE_GOAL = 3.0
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def make_traces(count: int, per_trace: int) -> list[ReadableSpan]:
@@ -88,22 +87,6 @@ def make_traces(count: int, per_trace: int) -> list[ReadableSpan]:
 def exports(spans: list[ReadableSpan]) -> list[list[ReadableSpan]]:
     """The spans cut into exports of :data:`EXPORT_SPANS`, as the batch processor sends them."""
     return [spans[start:start + EXPORT_SPANS] for start in range(0, len(spans), EXPORT_SPANS)]
-
-
-def cpu_seconds(group: int) -> float:
-    """User and system CPU seconds of every live process of the session ``group``."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        # After the command: state, ppid, pgrp, session, ..., utime (12th), stime (13th).
-        if int(fields[3]) == group:
-            total += int(fields[11]) + int(fields[12])
-    return total / _TICKS
 
 
 def idle_cpu(group: int, quiet_s: float = 0.5) -> float:

@@ -10,8 +10,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
 HOST = "127.0.0.1"
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 Request = tuple[str, str, "str | None"]
 """One request a client sends: its method, target and JSON body (None: no body)."""
@@ -85,3 +87,19 @@ def stop_server(process: subprocess.Popen[bytes]) -> None:
         process.wait()
     except ProcessLookupError:
         pass
+
+
+def cpu_seconds(group: int) -> float:
+    """User and system CPU seconds of every live process of the session ``group``."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the command: state, ppid, pgrp, session, ..., utime (12th), stime (13th).
+        if int(fields[3]) == group:
+            total += int(fields[11]) + int(fields[12])
+    return total / _TICKS
