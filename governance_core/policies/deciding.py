@@ -397,21 +397,18 @@ def policy_context(
     left out: a policy cannot tell (each name it reads is in ``needs``), and the engine
     reads less. A record named whole keeps all its members.
     """
-    context = {
-        "args": cedar_value(dict(action.args)),
-        "run": dict(run),
-        "agent": {"cost_today_micro_usd": cost_today},
-    }
+    agent = {"cost_today_micro_usd": cost_today}
     if needs is None:
-        return context
-    kept: dict[str, Any] = {}
-    for name, value in context.items():
+        return {"args": cedar_value(dict(action.args)), "run": dict(run), "agent": agent}
+    # The arguments are converted only when read: they are the largest member.
+    kept: dict[str, Any] = {"args": cedar_value(dict(action.args))} if "args" in needs else {}
+    for name, record in (("run", run), ("agent", agent)):
         if name in needs:
-            kept[name] = value
-        elif isinstance(value, dict) and name != "args":
-            members = {key: item for key, item in value.items() if key in needs}
-            if members:
-                kept[name] = members
+            kept[name] = dict(record)
+            continue
+        members = {key: item for key, item in record.items() if key in needs}
+        if members:
+            kept[name] = members
     return kept
 
 

@@ -17,7 +17,6 @@ with the request a live ``decide`` of the same action builds:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, time, timedelta
 from decimal import Decimal
@@ -378,8 +377,6 @@ class RecordedJudge:
         self.prices = UnitCosts(ctx.config.pricing)
         self.reads_args = active.reads("args")
         self.priced = active.reads("cost_micro_usd", "cost_today_micro_usd")
-        self.reads_today = active.reads("cost_today_micro_usd")
-        self.reads_time = active.reads("elapsed_ms", "cost_today_micro_usd")
         self._facts: dict[tuple[str | None, int, str], TypeFacts] = {}
         self._resources: dict[tuple[str | None, str, str, str], dict[str, Any]] = {}
         self._agents: dict[str, Record] = {}
@@ -409,7 +406,7 @@ class RecordedJudge:
             instance, agent, scope, span_type_data_risks(schema_version),
             (schema_version or {}).get("id"), ruleset,
             RunSoFar(ruleset, self.prices),
-            _started(instance), principal, json.dumps(principal, sort_keys=True),
+            _started(instance), principal, jsontext.dumps(principal),
             tuple(sorted(scoped)),
         )
         if stored:
@@ -525,16 +522,22 @@ class RecordedJudge:
         assert compiled is not None
         question = _Question(span, action)
         kind = action.kind
-        if compiled.may_match(
+        # What the statements that can hold the request read (None: no statement can), as a
+        # live decide asks: a figure none of them reads is neither computed nor sent.
+        needs = compiled.needs_of(
             ("Agent", run.instance["agent_id"]), ("Action", KIND_ACTIONS[kind]),
             (RESOURCE_TYPES[kind], action.name),
-        ):
-            at = parse_timestamp(span["started_at"]) if self.reads_time else None
+        )
+        if needs is not None:
+            reads_today = "cost_today_micro_usd" in needs
+            at = (
+                parse_timestamp(span["started_at"])
+                if reads_today or "elapsed_ms" in needs else None
+            )
             elapsed = 0 if at is None or run.started is None else max(
                 0, int((at - run.started).total_seconds() * 1000)
             )
-            cost_today = self._cost_today(run, at) if at is not None and self.reads_today else 0
-            needs = self.active.needs
+            cost_today = self._cost_today(run, at) if at is not None and reads_today else 0
             context = jsontext.dumps(policy_context(
                 action, run.so_far.figures(elapsed, needs), cost_today, needs,
             ))

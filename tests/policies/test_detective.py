@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from governance_core.policies.detective import (
     judge_recorded,
     keep_recorded,
 )
+from governance_core.policies.engine import CompiledSet
 from governance_core.repository import Record
 from tests.policies.recording import model_call, record
 from tests.policies.support import RunWorld
@@ -144,6 +146,38 @@ def test_a_daily_budget_counts_the_agents_other_runs_of_the_day_and_this_one_so_
         model_call(world, run, 400), model_call(world, run, 400), model_call(world, run, 400),
     ])
     assert [d["agent_span_id"] for d in judgement.decisions] == [third]
+
+
+def test_a_recorded_span_asks_with_what_the_statements_that_can_hold_it_read(
+    world: RunWorld, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The refunds policy reads a tool call's arguments and the rate policy its run's tool
+    # calls; a model call is held by neither, only by the budget, which reads the run's cost.
+    world.policy(REFUNDS)
+    world.policy('forbid (principal, action == Action::"call_tool", resource)'
+                 " when { context.run.tool_calls >= 100 };")
+    world.policy('forbid (principal, action == Action::"call_model", resource)'
+                 " when { context.run.cost_micro_usd >= 1000000000 };")
+    asked: list[dict[str, Any]] = []
+    evaluate_many = CompiledSet.evaluate_many
+
+    def noting(self: CompiledSet, requests: Any, entities: Any) -> Any:
+        asked.extend(requests)
+        return evaluate_many(self, requests, entities)
+
+    monkeypatch.setattr(CompiledSet, "evaluate_many", noting)
+    run = world.run()
+    judged(world, run, lambda: [
+        model_call(world, run, 10),
+        record(world, run, "tool:refund", {"amount": 150}),
+    ])
+    contexts = [json.loads(request["context"]) for request in asked]
+    # As a live decide asks: no arguments nor tool calls for the model call, and the tool
+    # call's arguments and tool calls without its cost.
+    assert contexts == [
+        {"run": {"cost_micro_usd": 0}},
+        {"args": {"amount": 150}, "run": {"tool_calls": 0}},
+    ]
 
 
 def test_an_action_held_for_approval_is_denied_unless_approved(world: RunWorld) -> None:
