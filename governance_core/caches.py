@@ -1,7 +1,9 @@
 """What one process may keep of the store between operations: only what never changes.
 
 A schema version is never changed once stored, so it is read once, and each of its span types
-is prepared once (its payload checks, and its score under each ruleset). A risk profile or a
+is prepared once (its payload checks, its score under each ruleset, and what one span of it adds
+to the risk figures a policy reads under each ruleset). Each model's price per token is worked
+out once per pricing catalogue. A risk profile or a
 policy can change in any process at any time: an agent's ruleset and an account's policies
 are kept under the store's change mark of them that a call read before its transaction
 (:attr:`~governance_core.context.Context.settings_mark`), any change of either being a new
@@ -26,7 +28,9 @@ from governance_core.rate_limits import FailedAttempts
 
 if TYPE_CHECKING:
     from governance_core.policies.deciding import ActivePolicies
+    from governance_core.policies.recorded import TypeFacts, UnitCosts
     from governance_core.repository import RecordTable
+    from governance_core.rules.cost import PricingCatalogue
     from governance_core.rules.payload_validation import SpanType
     from governance_core.rules.risk import Ruleset
 
@@ -87,6 +91,14 @@ class Caches:
         self.type_scores: BoundedCache[
             tuple[str | None, int], tuple[Ruleset, dict[str, Decimal]]
         ] = BoundedCache()
+        # The same, for the judge of recorded spans: what one span of each type adds to a
+        # run's risk figures (its score, categories and classification).
+        self.type_facts: BoundedCache[
+            tuple[str | None, int], tuple[Ruleset, dict[str, TypeFacts]]
+        ] = BoundedCache()
+        # By a pricing catalogue's identity: that catalogue (kept, as a ruleset above) and
+        # each model's price per token under it.
+        self.unit_costs: BoundedCache[int, tuple[PricingCatalogue, UnitCosts]] = BoundedCache()
         # Failed attempts to present a credential, by address and by credential.
         self.failed_attempts = FailedAttempts()
         # By account: when an export last ended the account's idle trace runs

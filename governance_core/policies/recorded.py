@@ -374,10 +374,13 @@ class RecordedJudge:
         self.active = active
         self.earlier_runs = earlier_runs
         self.rulesets = Rulesets(ctx)
-        self.prices = UnitCosts(ctx.config.pricing)
+        pricing = ctx.config.pricing
+        prices = ctx.caches.unit_costs.get(id(pricing), lambda: (pricing, UnitCosts(pricing)))
+        # The kept entry holds its catalogue: no other catalogue can have its id meanwhile.
+        assert prices is not None and prices[0] is pricing
+        self.prices = prices[1]
         self.reads_args = active.reads("args")
         self.priced = active.reads("cost_micro_usd", "cost_today_micro_usd")
-        self._facts: dict[tuple[str | None, int, str], TypeFacts] = {}
         self._resources: dict[tuple[str | None, str, str, str], dict[str, Any]] = {}
         self._agents: dict[str, Record] = {}
         self._memo: dict[tuple[Any, ...], Verdict] = {}
@@ -425,10 +428,15 @@ class RecordedJudge:
         return run
 
     def _type_facts(self, run: RunBeingJudged, name: str) -> TypeFacts:
-        key = (run.schema_version_id, id(run.ruleset), name)
-        facts = self._facts.get(key)
+        ruleset = run.ruleset
+        kept = self.ctx.caches.type_facts.get(
+            (run.schema_version_id, id(ruleset)), lambda: (ruleset, {})
+        )
+        # The kept entry holds its ruleset: no other ruleset can have its id meanwhile.
+        assert kept is not None and kept[0] is ruleset
+        facts = kept[1].get(name)
         if facts is None:
-            facts = self._facts[key] = TypeFacts.of(run.data_risks.get(name), run.ruleset)
+            facts = kept[1][name] = TypeFacts.of(run.data_risks.get(name), ruleset)
         return facts
 
     def _resource(self, run: RunBeingJudged, action: Action, span_type: str) -> dict[str, Any]:

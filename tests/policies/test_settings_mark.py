@@ -171,3 +171,21 @@ def test_a_policy_made_earlier_in_a_transaction_judges_its_later_spans(world: Ru
         world.gov.call("policies/create", {"name": "no email", "source": NO_EMAIL}, token=token)
         sent = record(world.gov, token, run, "email.send")
     assert judged_spans(world, run) == [sent]
+
+
+def test_a_profile_changed_between_judged_spans_scores_the_next_ones_under_it(
+    world: RunWorld,
+) -> None:
+    # What a span type adds to a run's risk is kept across writes under the ruleset that
+    # scored it: a changed profile is a new ruleset, so the next span is asked with new sums.
+    profile = world.boot.risk_profile_id
+    world.session.call("risk_profiles/update", {"risk_profile_id": profile, "ruleset": LOOSE})
+    world.policy("forbid (principal, action, resource) when { context.run.risk_score >= 1500 };")
+    token, run = world.boot.token, world.run()
+    for _ in range(3):
+        record(world.gov, token, run, "crm.read_patient")
+    assert judged_spans(world, run) == []
+    heavy = {**LOOSE, "category_weights": {"health_and_medical": 1000}}
+    world.session.call("risk_profiles/update", {"risk_profile_id": profile, "ruleset": heavy})
+    scored = record(world.gov, token, run, "crm.read_patient")
+    assert judged_spans(world, run) == [scored]
