@@ -1,11 +1,11 @@
 """What one process may keep of the store between operations: only what never changes.
 
 A schema version is never changed once stored, so it is read once, and each of its span types
-is prepared once (its payload checks, its score under each ruleset, and what one span of it adds
-to the risk figures a policy reads under each ruleset). Each model's price per token is worked
-out once per pricing catalogue. A risk profile or a
-policy can change in any process at any time: an agent's ruleset and an account's policies
-are kept under the store's change mark of them that a call read before its transaction
+is prepared once (its payload checks, its score under each ruleset, and what one span of it
+adds to the risk figures a policy reads under each ruleset). Each model's price per token is
+worked out once per pricing catalogue. A risk profile or a policy can change in any process at
+any time: an agent's ruleset and an account's policies are kept under the store's change mark
+of them that a call read before its transaction
 (:attr:`~governance_core.context.Context.settings_mark`), any change of either being a new
 mark; without a mark they are read again by every operation that needs them, and only the
 parsing of a ruleset is kept, keyed by the ruleset's JSON text (a changed ruleset is a new
