@@ -8,12 +8,14 @@ The spans are made once with the OpenTelemetry SDK as ``otlp_bench.py`` makes th
 512 spans: an agent span over chat calls with token usage and messages, and tool calls) and
 recorded through the in-process exporter (:class:`GovernanceSpanExporter`, the mapping the
 OTLP endpoint uses), sensitive values encrypted, into a fresh store each round: a SQLite file,
-then a new database on the PostgreSQL server (dropped afterwards). Rounds alternate the two.
+a SQLite file on an account with ``decision_bench.py``'s 50 policies live (detective mode
+judges every span), then a new database on the PostgreSQL server (dropped afterwards).
+Rounds alternate them.
 
 Each round prints the CPU time a span of this process (the library) and, for PostgreSQL, of
 the server's processes too (read from ``/proc``: the server must run on this machine, else
-that figure is left out). Then the medians and the ratio of PostgreSQL's (library and
-database) to SQLite's against the goal of 1.5.
+that figure is left out). Then the medians, what judging costs a span against SQLite's, and
+the ratio of PostgreSQL's (library and database) to SQLite's against the goal of 1.5.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from decision_bench import POLICIES, policy_source
 from opentelemetry.sdk.trace import ReadableSpan
 from otlp_bench import BATCH, make_traces
 from postgres_bench import scratch_database
@@ -55,14 +58,24 @@ def database_cpu() -> float | None:
     return total / _TICKS if found else None
 
 
-def record(location: str, traces: list[list[ReadableSpan]]) -> tuple[float, float | None]:
+def record(
+    location: str, traces: list[list[ReadableSpan]], policies: int = 0
+) -> tuple[float, float | None]:
     """Record ``traces`` into the store at ``location``; the CPU seconds it took.
 
     Those of this process, and of the database server (None where none runs on this machine).
+    With ``policies``, that many of the decision benchmark's policies are live first, and
+    every span is judged as it is recorded (detective mode).
     """
     gov = Governance.open(location, encryption_key=generate_key())
     try:
-        exporter = GovernanceSpanExporter(gov, gov.bootstrap().token)
+        token = gov.bootstrap().token
+        session = gov.session(token)
+        for number in range(policies):
+            session.call("policies/create", {
+                "name": f"policy {number}", "source": policy_source(number),
+            })
+        exporter = GovernanceSpanExporter(gov, token)
         database = database_cpu() if location.startswith("postgresql") else None
         began = time.process_time()
         for trace in traces:
@@ -94,7 +107,13 @@ def main() -> None:
         with scratch_database(args.url) as url:
             return record(url, traces)
 
-    stores: dict[str, Callable[[], tuple[float, float | None]]] = {"SQLite": sqlite}
+    def judged() -> tuple[float, float | None]:
+        with tempfile.TemporaryDirectory() as scratch:
+            return record(str(Path(scratch) / "bench.db"), traces, policies=POLICIES)
+
+    stores: dict[str, Callable[[], tuple[float, float | None]]] = {
+        "SQLite": sqlite, f"SQLite, {POLICIES} policies": judged,
+    }
     if args.url:
         stores["PostgreSQL"] = postgres
     else:
@@ -109,6 +128,9 @@ def main() -> None:
     sqlite_ms = statistics.median(mine for mine, _ in figures["SQLite"]) * ms
     print(f"\n{spans} spans, medians of {args.rounds} rounds")
     print(f"SQLite:     {sqlite_ms:.3f} CPU ms a span")
+    judged_ms = statistics.median(mine for mine, _ in figures[f"SQLite, {POLICIES} policies"]) * ms
+    print(f"SQLite with the decision benchmark's {POLICIES} policies live (every span judged):"
+          f" {judged_ms:.3f} CPU ms a span, {judged_ms / sqlite_ms:.2f} times SQLite's")
     if "PostgreSQL" in figures:
         library = statistics.median(mine for mine, _ in figures["PostgreSQL"]) * ms
         databases = [database for _, database in figures["PostgreSQL"] if database is not None]
