@@ -144,6 +144,11 @@ def _object(value: Any) -> dict[str, Any] | None:
     return dict(value) if isinstance(value, Mapping) else None
 
 
+def _names_kept_apart(payload: Mapping[str, Any]) -> bool:
+    """Whether a member that may name a recorded action holds a sensitive value's marker."""
+    return any(isinstance(payload.get(name), Mapping) for name in (*TOOL_NAMES, *_MODEL_NAMES))
+
+
 def _text(payload: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
     for name in names:
         value = payload.get(name)
@@ -516,19 +521,28 @@ class RecordedJudge:
         judged = []
         for question, verdict in zip(asked, verdicts, strict=True):
             assert verdict is not None
-            judged.append(JudgedSpan(question.span, question.action, verdict))
+            action = question.action
+            if verdict.outcome == "pending_approval" and not question.restored:
+                # An approval is found by the digest of the action's arguments, as decided:
+                # the span's values are put back for it.
+                span = question.span
+                values = load_values(self.ctx, span["id"]).get("payload")
+                action = recorded_action(span, span_usage(span), values=values)
+            judged.append(JudgedSpan(question.span, action, verdict))
         return judged
 
     def _ask(self, run: RunBeingJudged, span: Record) -> _Question:
         """What the span asks (no key: no statement's scope holds it); moves ``run`` past it."""
         usage = span_usage(span)
+        # A sensitive span's values are kept apart, encrypted: they are read first only where
+        # one may name the action, else once a statement that can hold it reads arguments.
+        kept_apart = self.reads_args and bool(span.get("sensitive_encoding"))
         values = None
-        if self.reads_args and span.get("sensitive_encoding"):
+        if kept_apart and _names_kept_apart(span.get("payload") or {}):
             values = load_values(self.ctx, span["id"]).get("payload")
         action = recorded_action(span, usage, values=values, with_args=self.reads_args)
         compiled = self.active.compiled
         assert compiled is not None
-        question = _Question(span, action)
         kind = action.kind
         # What the statements that can hold the request read (None: no statement can), as a
         # live decide asks: a figure none of them reads is neither computed nor sent.
@@ -536,6 +550,10 @@ class RecordedJudge:
             ("Agent", run.instance["agent_id"]), ("Action", KIND_ACTIONS[kind]),
             (RESOURCE_TYPES[kind], action.name),
         )
+        if kept_apart and values is None and needs is not None and "args" in needs:
+            values = load_values(self.ctx, span["id"]).get("payload")
+            action = recorded_action(span, usage, values=values)
+        question = _Question(span, action, restored=not kept_apart or values is not None)
         if needs is not None:
             reads_today = "cost_today_micro_usd" in needs
             at = (
@@ -587,6 +605,8 @@ class _Question:
 
     span: Record
     action: Action
+    restored: bool = True
+    """Whether the action's arguments hold the span's sensitive values (if it has any)."""
     request: dict[str, Any] | None = None
     entities: tuple[dict[str, Any], ...] = ()
     key: tuple[Any, ...] | None = None

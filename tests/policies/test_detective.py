@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import pytest
 
-from governance_core.policies import detective
+from governance_core.policies import detective, recorded
 from governance_core.policies.detective import (
     RECORDED_KIND_PREFIX,
     RecordedJudgement,
@@ -195,6 +195,76 @@ def test_an_action_held_for_approval_is_denied_unless_approved(world: RunWorld) 
     [decision] = approved.decisions
     assert decision["outcome"] == "allow"
     assert decision["reasons"][0]["approval_id"] == pending["approval_id"]
+
+
+ARGS_READ_ELSEWHERE = (
+    'forbid (principal, action == Action::"call_tool", resource == Tool::"wire")'
+    " when { context.args has iban };"
+)
+
+
+def secret(value: Any) -> dict[str, Any]:
+    kind = "number" if isinstance(value, int) else "string"
+    return {"$sensitive": kind, "value": value}
+
+
+def test_a_sensitive_spans_values_are_read_only_when_its_statements_read_arguments(
+    world: RunWorld, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world.policy(REFUNDS)
+    world.policy('@reason("no lookups") forbid (principal, action == Action::"call_tool",'
+                 ' resource == Tool::"lookup");')
+    read: list[str] = []
+    load_values = recorded.load_values
+
+    def noting(ctx: Any, owner_id: str) -> Any:
+        read.append(owner_id)
+        return load_values(ctx, owner_id)
+
+    monkeypatch.setattr(recorded, "load_values", noting)
+    run = world.run()
+    judgement, _, (looked_up, refunded) = judged(world, run, lambda: [
+        record(world, run, "tool:lookup", {"customer": secret("Ada")}, sensitive=True),
+        record(world, run, "tool:refund", {"amount": secret(250)}, sensitive=True),
+    ])
+    # The lookup's statement reads no arguments: its values stay where they are kept.
+    assert read == [refunded]
+    assert [(d["agent_span_id"], d["outcome"]) for d in judgement.decisions] == [
+        (looked_up, "deny"), (refunded, "deny"),
+    ]
+
+
+def test_a_sensitive_action_held_for_approval_finds_its_approval_by_its_values(
+    world: RunWorld,
+) -> None:
+    # The approval reads no arguments, but finding it does: by the digest of the arguments
+    # decided, which the span holds as values kept apart.
+    world.policy('@approval("refunds need a person") forbid (principal,'
+                 ' action == Action::"call_tool", resource == Tool::"refund");')
+    world.policy(ARGS_READ_ELSEWHERE)
+    run = world.run()
+    pending = world.decide(run, "tool_call", "refund", {"amount": 300})
+    world.session.call("approvals/approve", {"approval_id": pending["approval_id"]})
+    approved, _, _ = judged(world, run, lambda: [
+        record(world, run, "tool:refund", {"amount": secret(300)}, sensitive=True),
+    ])
+    [decision] = approved.decisions
+    assert decision["outcome"] == "allow"
+    assert decision["reasons"][0]["approval_id"] == pending["approval_id"]
+
+
+def test_a_model_named_by_a_sensitive_value_is_judged_by_that_name(world: RunWorld) -> None:
+    world.policy('forbid (principal, action == Action::"call_model",'
+                 ' resource == Model::"secret-model");')
+    world.policy(ARGS_READ_ELSEWHERE)
+    run = world.run()
+    judgement, _, (called,) = judged(world, run, lambda: [
+        record(world, run, "llm", {"model": secret("secret-model")}, sensitive=True,
+               result={"usage": {"input_tokens": 10, "output_tokens": 0}}),
+    ])
+    assert [(d["agent_span_id"], d["action"]["name"]) for d in judgement.decisions] == [
+        (called, "secret-model"),
+    ]
 
 
 def test_recorded_tool_calls_do_not_count_as_decided_ones(world: RunWorld) -> None:
