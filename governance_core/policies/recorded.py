@@ -523,13 +523,16 @@ class RecordedJudge:
             assert verdict is not None
             action = question.action
             if verdict.outcome == "pending_approval" and not question.restored:
-                # An approval is found by the digest of the action's arguments, as decided:
-                # the span's values are put back for it.
-                span = question.span
-                values = load_values(self.ctx, span["id"]).get("payload")
-                action = recorded_action(span, span_usage(span), values=values)
+                # An approval is found by the digest of the action's arguments, as decided.
+                action = self._restored(question.span, span_usage(question.span))
             judged.append(JudgedSpan(question.span, action, verdict))
         return judged
+
+    def _restored(self, span: Record, usage: Usage | None) -> Action:
+        """The action of a sensitive span, its kept values put back in its arguments."""
+        return recorded_action(
+            span, usage, values=load_values(self.ctx, span["id"]).get("payload")
+        )
 
     def _ask(self, run: RunBeingJudged, span: Record) -> _Question:
         """What the span asks (no key: no statement's scope holds it); moves ``run`` past it."""
@@ -537,10 +540,11 @@ class RecordedJudge:
         # A sensitive span's values are kept apart, encrypted: they are read first only where
         # one may name the action, else once a statement that can hold it reads arguments.
         kept_apart = self.reads_args and bool(span.get("sensitive_encoding"))
-        values = None
-        if kept_apart and _names_kept_apart(span.get("payload") or {}):
-            values = load_values(self.ctx, span["id"]).get("payload")
-        action = recorded_action(span, usage, values=values, with_args=self.reads_args)
+        restored = kept_apart and _names_kept_apart(span.get("payload") or {})
+        action = (
+            self._restored(span, usage) if restored
+            else recorded_action(span, usage, with_args=self.reads_args)
+        )
         compiled = self.active.compiled
         assert compiled is not None
         kind = action.kind
@@ -550,10 +554,9 @@ class RecordedJudge:
             ("Agent", run.instance["agent_id"]), ("Action", KIND_ACTIONS[kind]),
             (RESOURCE_TYPES[kind], action.name),
         )
-        if kept_apart and values is None and needs is not None and "args" in needs:
-            values = load_values(self.ctx, span["id"]).get("payload")
-            action = recorded_action(span, usage, values=values)
-        question = _Question(span, action, restored=not kept_apart or values is not None)
+        if kept_apart and not restored and needs is not None and "args" in needs:
+            action, restored = self._restored(span, usage), True
+        question = _Question(span, action, restored=restored or not kept_apart)
         if needs is not None:
             reads_today = "cost_today_micro_usd" in needs
             at = (
