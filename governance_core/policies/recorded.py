@@ -522,17 +522,19 @@ class RecordedJudge:
         for question, verdict in zip(asked, verdicts, strict=True):
             assert verdict is not None
             action = question.action
-            if verdict.outcome == "pending_approval" and not question.restored:
-                # An approval is found by the digest of the action's arguments, as decided.
-                action = self._restored(question.span, span_usage(question.span))
+            if verdict.outcome == "pending_approval" and not question.whole:
+                # An approval is found by the digest of the action's arguments, as decided,
+                # whether or not a policy reads them.
+                action = self._whole_action(question.span, span_usage(question.span))
             judged.append(JudgedSpan(question.span, action, verdict))
         return judged
 
-    def _restored(self, span: Record, usage: Usage | None) -> Action:
-        """The action of a sensitive span, its kept values put back in its arguments."""
-        return recorded_action(
-            span, usage, values=load_values(self.ctx, span["id"]).get("payload")
-        )
+    def _whole_action(self, span: Record, usage: Usage | None) -> Action:
+        """The span's action with its whole arguments, sensitive values put back."""
+        values = None
+        if span.get("sensitive_encoding"):
+            values = load_values(self.ctx, span["id"]).get("payload")
+        return recorded_action(span, usage, values=values)
 
     def _ask(self, run: RunBeingJudged, span: Record) -> _Question:
         """What the span asks (no key: no statement's scope holds it); moves ``run`` past it."""
@@ -540,11 +542,12 @@ class RecordedJudge:
         # A sensitive span's values are kept apart, encrypted: they are read first only where
         # one may name the action, else once a statement that can hold it reads arguments.
         kept_apart = self.reads_args and bool(span.get("sensitive_encoding"))
-        restored = kept_apart and _names_kept_apart(span.get("payload") or {})
+        named_apart = kept_apart and _names_kept_apart(span.get("payload") or {})
         action = (
-            self._restored(span, usage) if restored
+            self._whole_action(span, usage) if named_apart
             else recorded_action(span, usage, with_args=self.reads_args)
         )
+        whole = named_apart or (self.reads_args and not kept_apart)
         compiled = self.active.compiled
         assert compiled is not None
         kind = action.kind
@@ -554,9 +557,9 @@ class RecordedJudge:
             ("Agent", run.instance["agent_id"]), ("Action", KIND_ACTIONS[kind]),
             (RESOURCE_TYPES[kind], action.name),
         )
-        if kept_apart and not restored and needs is not None and "args" in needs:
-            action, restored = self._restored(span, usage), True
-        question = _Question(span, action, restored=restored or not kept_apart)
+        if not whole and needs is not None and "args" in needs:
+            action, whole = self._whole_action(span, usage), True
+        question = _Question(span, action, whole=whole)
         if needs is not None:
             reads_today = "cost_today_micro_usd" in needs
             at = (
@@ -608,8 +611,8 @@ class _Question:
 
     span: Record
     action: Action
-    restored: bool = True
-    """Whether the action's arguments hold the span's sensitive values (if it has any)."""
+    whole: bool = True
+    """Whether the action holds its whole arguments (the payload, sensitive values put back)."""
     request: dict[str, Any] | None = None
     entities: tuple[dict[str, Any], ...] = ()
     key: tuple[Any, ...] | None = None

@@ -253,6 +253,23 @@ def test_a_sensitive_action_held_for_approval_finds_its_approval_by_its_values(
     assert decision["reasons"][0]["approval_id"] == pending["approval_id"]
 
 
+def test_an_action_held_by_an_approval_reading_no_arguments_finds_it_by_its_arguments(
+    world: RunWorld,
+) -> None:
+    # No live policy reads arguments, yet the approval binds the arguments decided.
+    world.policy('@approval("refunds need a person") forbid (principal,'
+                 ' action == Action::"call_tool", resource == Tool::"refund");')
+    run = world.run()
+    pending = world.decide(run, "tool_call", "refund", {"amount": 300})
+    world.session.call("approvals/approve", {"approval_id": pending["approval_id"]})
+    approved, _, _ = judged(world, run, lambda: [
+        record(world, run, "tool:refund", {"amount": 300}),
+        record(world, run, "tool:refund", {"amount": 301}),
+    ])
+    assert [d["outcome"] for d in approved.decisions] == ["allow", "deny"]
+    assert approved.decisions[0]["reasons"][0]["approval_id"] == pending["approval_id"]
+
+
 def test_a_model_named_by_a_sensitive_value_is_judged_by_that_name(world: RunWorld) -> None:
     world.policy('forbid (principal, action == Action::"call_model",'
                  ' resource == Model::"secret-model");')
