@@ -130,7 +130,8 @@ def span_type_data_risks(schema_version: Record | None) -> dict[str, Any]:
     """Return each span type's ``data_risk`` (None when it declares none) by type name."""
     span_types = (schema_version or {}).get("span_type_schemas") or {}
     return {
-        name: entry.get("data_risk") if isinstance(entry, Mapping) else None
+        name: entry.get("data_risk") if type(entry) is dict or isinstance(entry, Mapping)
+        else None
         for name, entry in span_types.items()
     }
 

@@ -348,8 +348,10 @@ def agent_version_member(target: RunTarget, declare: bool) -> dict[str, Any]:
 
 
 def _is_hex(value: str, length: int) -> bool:
-    return len(value) == length and all(c in "0123456789abcdef" for c in value) and (
-        value.strip("0") != ""
+    # Stripping the digits leaves nothing only of a hex string (and of a zero one, nothing
+    # else): one pass in C rather than a generator a character.
+    return len(value) == length and not value.strip("0123456789abcdef") and bool(
+        value.strip("0")
     )
 
 
@@ -548,7 +550,13 @@ def agent_name(attributes: Mapping[str, Any]) -> str | None:
     return None
 
 
+_SCALARS = frozenset({str, int, float, bool})
+"""The attribute values kept as they are (most of them), known without an ABC check."""
+
+
 def _json_value(value: Any) -> Any:
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, (list, tuple)):

@@ -184,14 +184,16 @@ def is_assessable(data_risk: Mapping[str, Any] | None) -> bool:
         return False
     for member in DATA_RISK_MEMBERS:
         entries = data_risk.get(member)
-        if isinstance(entries, Mapping) and any(v != "unknown" for v in entries.values()):
+        if (type(entries) is dict or isinstance(entries, Mapping)) and any(
+            v != "unknown" for v in entries.values()
+        ):
             return True
     return False
 
 
 def _entries(data_risk: Mapping[str, Any], member: str) -> Mapping[str, Any]:
     entries = data_risk.get(member)
-    return entries if isinstance(entries, Mapping) else {}
+    return entries if type(entries) is dict or isinstance(entries, Mapping) else {}
 
 
 def _included_categories(data_risk: Mapping[str, Any] | None) -> set[str]:

@@ -298,3 +298,18 @@ def test_tools_and_agents_are_named_from_each_convention() -> None:
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send_email"}),
         span_id="S", parent_id=None, settings=MappingSettings(),
     )["schema_name"] == "gen_ai:execute_tool"
+
+
+
+@given(
+    st.text(alphabet="0123456789abcdef", min_size=16, max_size=16),
+    st.integers(0, 15),
+    st.sampled_from(["", "g", "A", "F", "-", " ", "x"]),
+)
+def test_a_span_id_is_taken_only_as_sixteen_lowercase_hex_digits_not_all_zero(
+    digits: str, place: int, other: str
+) -> None:
+    span_id = digits[:place] + other + digits[place + 1:] if other else digits
+    groups, rejected = group_spans([make(span_id)])
+    valid = not other and set(digits) != {"0"}
+    assert (len(groups), len(rejected)) == ((1, 0) if valid else (0, 1))
