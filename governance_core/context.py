@@ -138,7 +138,8 @@ class Context:
     others) read as the call authenticated, before its transaction, while nothing the call
     ran since can have changed either (None: unknown): the rulesets and the policies are kept
     under it, so that a span write or a decision reads neither again while no process
-    changed them.
+    changed them. ``tables`` are :attr:`store`'s (made on first use unless given: a
+    ``Governance`` gives every context the same).
     """
 
     store: Store
@@ -153,7 +154,7 @@ class Context:
     prepared: object = None
     write_batch: object = None
     settings_mark: Hashable | None = None
-    _tables: Tables | None = attrs.field(default=None, init=False, eq=False, repr=False)
+    _tables: Tables | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def now(self) -> datetime:

@@ -104,6 +104,8 @@ class Governance:
         self._operations_store = WriteBehindStore(
             store, every_transaction=isinstance(store, BatchedWrites)
         )
+        # Shared by every operation's context: its tables are made once, not once a call.
+        self._operation_tables = Tables(self._operations_store)
         self.clock = clock
         self.ids = ids or IdFactory()
         self.config = config or Config()
@@ -182,6 +184,7 @@ class Governance:
             # Inside a transaction that keeps its runs' rollups to its end, that one's.
             write_batch=getattr(self._writing, "batch", None),
             settings_mark=getattr(self._writing, "settings_mark", None),
+            tables=self._operation_tables,
         )
 
     def _operation(self, name: str) -> Operation:
