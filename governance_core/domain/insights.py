@@ -42,8 +42,14 @@ from governance_core.domain.risk import (
     run_total_score,
     span_type_data_risks,
 )
-from governance_core.domain.runs import RUN_PARTIES, bucket_bound, in_reach, span_count_bucket
-from governance_core.repository import Filter, Record, tenant_filter
+from governance_core.domain.runs import (
+    RUN_PARTIES,
+    bucket_bound,
+    in_reach,
+    span_bucket_count,
+    span_count_bucket,
+)
+from governance_core.repository import Filter, Record, RecordTable, tenant_filter
 from governance_core.rules.cost import PricingCatalogue, cost_breakdown
 from governance_core.rules.risk import RISK_LEVELS, is_assessable, risk_level
 from governance_core.rules.states import SPAN, states
@@ -379,7 +385,8 @@ RUN_SORTS: dict[str, tuple[str, ...] | None] = {
     "risk": None,
 }
 """What :func:`list_runs` sorts by, and the stored fields each sort reads in turn (risk: its
-level). The span count is sorted by its bucket first, which an index holds."""
+level). The span count is sorted by its bucket first, which an index holds, then by the count
+within the bucket."""
 
 
 
@@ -473,14 +480,18 @@ def list_runs(
     priced usage, no level) come last either way, and ties go newest start first. Every sort
     is one store query of a stored field, run for the runs with a value and then (once a
     page reaches them) for those without; ``risk`` orders by level (critical above low),
-    one query per level the page reaches. A level or part the page starts beyond is
-    counted; the total always is.
+    one query per level the page reaches, and ``spans`` by count, a few queries per bucket
+    of counts the page reaches (:func:`_by_span_count`). A level, bucket or part the page
+    starts beyond is counted; the total always is.
     """
     if sort not in RUN_SORTS:
         raise ValueError(f"runs cannot be sorted by {sort!r}")
     filters = run_filters(ctx, chosen)
     newest = SortKey("started_at", descending=True, nulls="last")
     fields = RUN_SORTS[sort]
+    if sort == "spans":
+        total = ctx.tables.agent_instances.count(filters)
+        return _by_span_count(ctx, filters, total, descending, offset, limit), total
     if fields is not None:
         # The runs with a value first, then those without: each part is ordered by an index
         # either way (``NULLS LAST`` on an ascending key would make SQLite sort every row).
@@ -519,6 +530,75 @@ def list_runs(
             # This level ends before the page starts: only a page past it counts it.
             skip -= ctx.tables.agent_instances.count(at_level)
     return page, total
+
+
+def _by_span_count(
+    ctx: Context, filters: list[Filter], total: int, descending: bool, offset: int, limit: int
+) -> list[Record]:
+    """One page of the runs ``filters`` keep (``total`` of them), by span count.
+
+    A few queries per span count bucket the page reaches, the account's buckets taken in
+    order (each found by the index of buckets, reading one run): a bucket of one count is read in
+    its index's order (newest start first) and stops at the page's end, however many runs
+    share it; one of several counts is sorted by the count. A single query sorting every
+    run by bucket and count would read every run of the first bucket, which most runs often
+    share. The runs without a bucket (written before buckets were kept) come last.
+    """
+    table = ctx.tables.agent_instances
+    account = tenant_filter(ctx.account_id)
+    newest = SortKey("started_at", descending=True)
+    page: list[Record] = []
+    skip = offset
+    beyond = Filter("span_bucket", "ne", None)
+    # The index's own order (the start too, same way): the store's last key, the id, then
+    # sorts only the runs that share a start, not every run of the bucket.
+    next_bucket = [
+        SortKey("span_bucket", descending=descending), SortKey("started_at", descending=descending)
+    ]
+    while len(page) < limit and offset + len(page) < total:
+        following = table.query([account, beyond], next_bucket, 0, 1)
+        if not following:
+            break
+        bucket = following[0]["span_bucket"]
+        beyond = Filter("span_bucket", "lt" if descending else "gt", bucket)
+        in_bucket = [*filters, Filter("span_bucket", "eq", bucket)]
+        if span_bucket_count(bucket) is not None:
+            keys = [newest]
+        else:
+            keys = [SortKey("span_total", descending=descending), newest]
+            in_bucket += _named_runs(table, [account, Filter("span_bucket", "eq", bucket)])
+        got = table.query(in_bucket, keys, skip, limit - len(page))
+        if got:
+            page += got
+            skip = 0
+        elif skip:
+            # This bucket ends before the page starts: only a page past it counts it.
+            skip -= table.count(in_bucket)
+    if len(page) < limit and offset + len(page) < total:
+        page += table.query(
+            [*filters, Filter("span_bucket", "eq", None)],
+            [SortKey("started_at", descending=True, nulls="last")], skip, limit - len(page),
+        )
+    return page
+
+
+_NAMED_RUNS = 1000
+"""The most runs of a bucket :func:`_named_runs` names by id."""
+
+
+def _named_runs(table: RecordTable, bucket: list[Filter]) -> list[Filter]:
+    """A filter naming the runs of ``bucket`` by id, when there are at most a thousand.
+
+    A bucket of several counts must be sorted by the count. Its runs are few, as a rule (the
+    top buckets of an account hold its longest runs), but the database cannot tell: given
+    the other filters as well (an agent and a status, say) it may take their index and read
+    every run they keep. Named by id (from the bucket's index), only the bucket's runs are
+    read.
+    """
+    if table.count(bucket) > _NAMED_RUNS:
+        return []
+    ids = [row.key[0] for row in table.aggregate([GroupBy("id")], filters=bucket)]
+    return [Filter("id", "in", ids)]
 
 
 def run_parties(ctx: Context, run_id: str) -> dict[str, str | None]:

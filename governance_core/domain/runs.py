@@ -63,6 +63,7 @@ __all__ = [
     "schema_entry",
     "set_quality",
     "span_checks",
+    "span_bucket_count",
     "span_count_bucket",
     "system_checks",
     "system_span",
@@ -466,6 +467,17 @@ def span_count_bucket(count: int) -> int:
     """
     digits = str(max(0, count))
     return len(digits) * 100 + int(digits[:2])
+
+
+def span_bucket_count(bucket: int) -> int | None:
+    """The one span count the bucket ``bucket`` holds, or None when it holds several.
+
+    A bucket below 300 (fewer than 100 spans) holds its count alone: 100 to 109 hold 0 to 9,
+    210 to 299 hold 10 to 99 (see :func:`span_count_bucket`).
+    """
+    if bucket < 200:
+        return bucket - 100
+    return bucket - 200 if bucket < 300 else None
 
 
 def bucket_bound(bucket: int) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from governance_core.domain.runs import span_count_bucket
+from governance_core.domain.runs import span_bucket_count, span_count_bucket
 
 counts = st.integers(min_value=0, max_value=10**12)
 
@@ -30,3 +30,14 @@ def test_known_buckets() -> None:
     assert [span_count_bucket(n) for n in (0, 9, 10, 99, 100, 109, 110, 12_345)] == [
         100, 109, 210, 299, 310, 310, 311, 512,
     ]
+
+
+@given(counts)
+def test_a_bucket_says_its_count_exactly_when_it_holds_no_other(count: int) -> None:
+    # The runs list reads a bucket of one count in its index's order, sorting nothing.
+    bucket = span_count_bucket(count)
+    said = span_bucket_count(bucket)
+    holds_others = any(
+        span_count_bucket(other) == bucket for other in (count - 1, count + 1) if other >= 0
+    )
+    assert said == (None if holds_others else count)
