@@ -32,12 +32,21 @@ def test_known_buckets() -> None:
     ]
 
 
-@given(counts)
-def test_a_bucket_says_its_count_exactly_when_it_holds_no_other(count: int) -> None:
-    # The runs list reads a bucket of one count in its index's order, sorting nothing.
+def _says_its_count_exactly_when_it_holds_no_other(count: int) -> None:
     bucket = span_count_bucket(count)
-    said = span_bucket_count(bucket)
     holds_others = any(
         span_count_bucket(other) == bucket for other in (count - 1, count + 1) if other >= 0
     )
-    assert said == (None if holds_others else count)
+    assert span_bucket_count(bucket) == (None if holds_others else count), count
+
+
+def test_a_bucket_says_its_count_exactly_when_it_holds_no_other() -> None:
+    # The runs list reads a bucket of one count in its index's order, sorting nothing. Every
+    # count to 2,000: each bucket of one count, and the first ones of several.
+    for count in range(2_000):
+        _says_its_count_exactly_when_it_holds_no_other(count)
+
+
+@given(counts)
+def test_a_large_counts_bucket_says_it_holds_several(count: int) -> None:
+    _says_its_count_exactly_when_it_holds_no_other(count)
