@@ -28,6 +28,7 @@ from governance_core.storage.protocol import (
     GetsMany,
     GroupBy,
     NullsOrder,
+    PreparedWrites,
     Record,
     SortKey,
     Store,
@@ -758,6 +759,58 @@ class StoreContract:
         with store.transaction():
             _equal(store.get_many(keys), [store.get(t, i) for t, i in keys], "first statement")
         _raises(ValueError, lambda: store.get_many([("nope", "x")]), "an unknown table")
+
+    def test_prepared_records_are_written_as_their_puts(self) -> None:
+        """Records written many at once are stored as one put each, in order, would store them.
+
+        New records and rewrites together, an id given twice (the later record stands),
+        every declared column empty in some records and set in others, unusual text, large
+        integers and floats: each record, each query on a column, the ids and the runs' day
+        costs come out as the puts leave them.
+        """
+        store = self.store
+        if not isinstance(store, PreparedWrites):
+            return
+        accounts: list[Record] = [
+            {"id": "kept", "name": "before", "partition": 7},
+            {"id": "a\x00\x01", "name": "nul \x00 and \x01 ☃", "partition": -(2**63),
+             "purpose": None, "website": "w", "extra": {"list": [1, 2.5, None]}},
+            {"id": "a2", "partition": 2**62, "promo_code": "", "flag": True},
+            {"id": "kept", "name": "after", "website": None},
+            {"id": "a3"},
+        ]
+        runs: list[Record] = [
+            {"id": "r1", "account_id": "acc", "agent_id": "g1", "status": "running",
+             "started_at": "2026-01-02T03:04:05Z", "total_cost": 1, "duration_ms": 5},
+            {"id": "r2", "account_id": "acc", "agent_id": "g1", "status": "running",
+             "started_at": "2026-01-02T09:00:00Z", "total_cost": 0.25, "quality_score": None},
+            {"id": "r3", "account_id": "acc", "agent_id": "g1", "status": "pending"},
+        ]
+        store.put("accounts", {"id": "kept", "name": "stored first"})
+        store.put("agent_instances", {**runs[0], "total_cost": 9.5})
+        with store.transaction():
+            for table, records in (("accounts", accounts), ("agent_instances", runs)):
+                store.write_prepared(table, [store.prepare(table, record) for record in records])
+            store.write_prepared("accounts", [store.prepare("accounts", accounts[1])])
+        stands = {record["id"]: record for record in accounts}
+        for record_id, record in stands.items():
+            _equal(store.get("accounts", record_id), record, f"account {record_id!r}")
+            _equal(store.get("ids", record_id),
+                   {"id": record_id, "kind": "account", "account_id": None},
+                   f"the id of account {record_id!r}")
+        for run in runs:
+            _equal(store.get("agent_instances", run["id"]), run, f"run {run['id']}")
+        _equal(store.count("accounts"), len(stands), "accounts stored")
+        for field in ("name", "partition", "purpose", "promo_code", "website"):
+            for record in stands.values():
+                value = record.get(field)
+                expected = sorted(i for i, r in stands.items() if r.get(field) == value)
+                found = self.query_ids("accounts", [Filter(field, "eq", value)])
+                _equal(found, expected, f"accounts whose {field} is {value!r}")
+        _equal(self.query_ids("agent_instances", [Filter("total_cost", "gt", 0.5)]), ["r1"],
+               "runs costing more than 0.5")
+        _equal((store.get("agent_day_costs", "g1/2026-01-02") or {}).get("total_cost"), 1.25,
+               "the day cost of the runs written together")
 
     def test_nested_transactions_are_savepoints(self) -> None:
         """An inner block commits with the outer one; an error leaving it undoes only its own.
