@@ -1,11 +1,12 @@
 """Sessions: lint, typing, the core's suite without falcon (and on PostgreSQL), the rest.
 
 ``python -m nox`` runs them all (what CI runs); ``python -m nox -s tests`` runs one. Each test
-runs once: ``tests_core`` runs the core's and the storage tests (without falcon, which shows
-the core needs none), then, given ``GOVERNANCE_TEST_POSTGRES_URL``, the core's suite with
-PostgreSQL as its store; ``tests`` runs every other test. ``python -m nox -s tests_postgres``
-runs the PostgreSQL part alone. Plain ``pytest`` (no nox) runs every test but the PostgreSQL
-part.
+runs once, but the plugin's, which check other things with falcon than without it:
+``tests_core`` runs the core's, the storage and the plugin's tests (without falcon, which
+shows the core needs none), then, given ``GOVERNANCE_TEST_POSTGRES_URL``, the core's suite
+with PostgreSQL as its store; ``tests`` runs every other test and the plugin's again.
+``python -m nox -s tests_postgres`` runs the PostgreSQL part alone. Plain ``pytest`` (no nox)
+runs every test but the PostgreSQL part.
 """
 
 from __future__ import annotations
