@@ -6,6 +6,9 @@ Prints each figure beside its goal:
   p50 and p99, goals p50 <= 0.2 ms, p99 <= 1 ms;
 - a whole in-process ``decide`` on SQLite (the run's figures read, the policies' version
   read, the engine, the decision written and committed), p50 and p99 against the same goals;
+- the same decide on PostgreSQL (``--url``, default ``$GOVERNANCE_TEST_POSTGRES_URL``, a new
+  database dropped afterwards; skipped without one), p50 and p99, no goal: what the round
+  trips to the server add;
 - the same decide on a long run of a busy day (``--busy-calls`` allowed tool calls before it,
   ``--busy-runs`` other runs of its agent started today, on a store of their own), against
   the same goals and as a ratio to the short runs' p50: what the run's tool calls and the
@@ -28,7 +31,7 @@ full, their two figures read from the store for every decision; the engine is no
 other 30.
 
     python benchmarks/decision_bench.py [--decisions 3000] [--requests 4000] [--rounds 3]
-        [--busy-calls 10000] [--busy-runs 5000] [--spans 2000]
+        [--busy-calls 10000] [--busy-runs 5000] [--spans 2000] [--url URL]
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ def policy_source(number: int) -> str:
     )
 
 
-def prepare(db: Path, policies: int = POLICIES) -> tuple[str, str]:
+def prepare(db: Path | str, policies: int = POLICIES) -> tuple[str, str]:
     """Bootstrap the store, create ``policies`` policies and an agent; the token and agent id."""
     with Governance.open(db) as gov:
         made = gov.bootstrap()
@@ -132,7 +135,7 @@ def percentile(values: Sequence[float], share: float) -> float:
 
 
 def in_process(
-    db: Path, token: str, agent_id: str, decisions: int
+    db: Path | str, token: str, agent_id: str, decisions: int
 ) -> tuple[list[float], list[float]]:
     """Latencies (seconds) of the engine alone and of whole decides."""
     with Governance.open(db) as gov:
@@ -292,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--busy-calls", type=int, default=10_000)
     parser.add_argument("--busy-runs", type=int, default=5_000)
     parser.add_argument("--spans", type=int, default=2000)
+    parser.add_argument("--url", default=os.environ.get("GOVERNANCE_TEST_POSTGRES_URL"))
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "decisions.db"
@@ -307,6 +311,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         judged, plain = recorded(
             [(db, token, agent_id), (plain_db, plain_token, plain_agent)], args.spans
         )
+    on_postgres = None
+    if args.url:
+        from postgres_bench import scratch_database
+
+        with scratch_database(args.url) as url:
+            pg_token, pg_agent = prepare(url)
+            on_postgres = in_process(url, pg_token, pg_agent, args.decisions)[1]
     ping = statistics.median(r.ping for r in rounds)
     decide = statistics.median(r.decide for r in rounds)
     p99 = statistics.median(r.p99 for r in rounds)
@@ -319,6 +330,13 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"  p99 {percentile(engine, 0.99) * ms:6.3f} ms  goal <= 1 ms")
     print(f"in-process decide:   p50 {statistics.median(whole) * ms:6.3f} ms  goal <= 0.2 ms;"
           f"  p99 {percentile(whole, 0.99) * ms:6.3f} ms  goal <= 1 ms")
+    if on_postgres is None:
+        print("in-process decide on PostgreSQL: skipped (no --url and no"
+              " $GOVERNANCE_TEST_POSTGRES_URL)")
+    else:
+        print(f"the same on PostgreSQL: p50 {statistics.median(on_postgres) * ms:6.3f} ms;"
+              f"  p99 {percentile(on_postgres, 0.99) * ms:6.3f} ms  (three round trips to the"
+              " server a decide: no goal)")
     print(f"a run with {args.busy_calls:,} allowed tool calls, its agent with"
           f" {args.busy_runs:,} other runs today:")
     print(f"in-process decide:   p50 {statistics.median(long_run) * ms:6.3f} ms  goal <= 0.2 ms;"

@@ -60,7 +60,10 @@ class Operation:
     written together as it commits. ``prepare`` (see the module) runs before the transaction.
     A ``defers_rollups`` operation (a span write) leaves its runs' rollups to the end of its
     transaction (:class:`~governance_core.domain.batch.WriteBatch`): any other operation
-    run in the same transaction has them kept first, so it reads them current.
+    run in the same transaction has them kept first, so it reads them current. The
+    ``prepare`` of a ``prepares_reads`` operation names only what its transaction will read
+    first (:class:`~governance_core.repository.FirstReads`): it runs only where the store
+    reads them together (:meth:`~governance_core.repository.Tables.reads_together`).
     """
 
     name: str
@@ -72,6 +75,7 @@ class Operation:
     batch: bool = False
     prepare: Preparer | None = None
     defers_rollups: bool = False
+    prepares_reads: bool = False
 
     @property
     def summary(self) -> str:
@@ -92,17 +96,18 @@ def operation(
     batch: bool = False,
     prepare: Preparer | None = None,
     defers_rollups: bool = False,
+    prepares_reads: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Mark ``handler`` as operation ``name``, for a :class:`Registry` built from its module.
 
     ``prepare`` is the operation's work before its transaction (see the module);
-    ``defers_rollups`` see :class:`Operation`.
+    ``defers_rollups`` and ``prepares_reads`` see :class:`Operation`.
     """
 
     def mark(handler: Handler) -> Handler:
         described = Operation(
             name, handler, write, frozenset(scopes), authenticated, idempotent, batch, prepare,
-            defers_rollups,
+            defers_rollups, prepares_reads,
         )
         setattr(handler, _MARK, described)
         return handler

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, overload
 
+import attrs
+
 from governance_core.converter import from_record, to_record
 from governance_core.models.agents import (
     Agent,
@@ -31,6 +33,7 @@ from governance_core.storage.protocol import (
     ChangeMarks,
     Filter,
     GroupBy,
+    Query,
     ReadAhead,
     SortKey,
     Store,
@@ -41,8 +44,10 @@ __all__ = [
     "IDS",
     "KIND_TABLES",
     "Filter",
+    "FirstReads",
     "GroupBy",
     "ModelTable",
+    "Query",
     "Record",
     "RecordTable",
     "Repository",
@@ -162,6 +167,20 @@ class _TableOf:
         return table
 
 
+@attrs.frozen
+class FirstReads:
+    """What a write will read first, for the store to read together as its transaction opens.
+
+    ``records`` by table and id, and ``queries`` as the write will ask them: an operation's
+    ``prepare`` answers them, and where the store reaches the database over the network
+    (:class:`~governance_core.storage.protocol.ReadsTogether`) they cost one round trip
+    with the transaction's ``BEGIN``, not one each.
+    """
+
+    records: tuple[tuple[str, str], ...] = ()
+    queries: tuple[Query, ...] = ()
+
+
 class Tables:
     """Every table of the schema over one store, each a :class:`RecordTable` attribute."""
 
@@ -206,6 +225,21 @@ class Tables:
         """The table holding resources of ``kind`` (a resource ``type``)."""
         table: RecordTable = getattr(self, KIND_TABLES[kind])
         return table
+
+    def reads_together(self) -> bool:
+        """Whether a write's first reads cost the store one round trip together, not one each.
+
+        So for a PostgreSQL store, where a write's transaction is kept by the write-behind
+        wrapper (:class:`~governance_core.storage.protocol.ReadsTogether`); an operation's
+        ``prepare`` names its :class:`FirstReads` only then. SQLite reads in process: naming
+        them costs it more than it saves.
+        """
+        together = self.__dict__.get("_together")
+        if together is None:
+            together = self.__dict__["_together"] = bool(
+                getattr(self.store, "reads_together", False)
+            )
+        return bool(together)
 
     def change_mark(self, *tables: RecordTable) -> Hashable | None:
         """The store's mark of ``tables`` as they stand now, or None where it keeps none.

@@ -44,7 +44,7 @@ from governance_core.operations import default_registry
 from governance_core.policies.detective import judge_and_keep
 from governance_core.recording import Run
 from governance_core.registry import Operation, Registry
-from governance_core.repository import Tables
+from governance_core.repository import FirstReads, Tables
 from governance_core.rules.cost import load_catalogue
 from governance_core.storage import open_store
 from governance_core.storage.protocol import (
@@ -353,7 +353,9 @@ class Governance:
     def _prepare(
         self, op: Operation, principal: Principal | None, params: Mapping[str, Any]
     ) -> object:
-        if op.prepare is None:
+        if op.prepare is None or (
+            op.prepares_reads and not self._operation_tables.reads_together()
+        ):
             return None
         try:
             return op.prepare(self.context(principal), Fields(params))
@@ -515,9 +517,10 @@ class Governance:
     ) -> dict[str, Any]:
         """Run ``op``'s handler, or replay the response stored under its idempotency key.
 
-        What the write will read first (its idempotency record, and the records its
-        preparation names: a span write's run and agent) is read together, where the store
-        reads several in one round trip.
+        What the write will read first (its idempotency record, and what its preparation
+        names: a span write's run and agent, a decision's run, its agent's cost of the day and
+        the run's last allowed tool call) is read together, where the store reads several in
+        one round trip.
         """
         principal = ctx.principal
         request = (
@@ -525,10 +528,13 @@ class Governance:
             else IdempotentRequest(principal.account_id, op.name, key, params)
         )
         prepared = ctx.prepared
-        if isinstance(prepared, PreparedChecks) and prepared.reads:
+        if isinstance(prepared, PreparedChecks):
+            prepared = FirstReads(prepared.reads)
+        if isinstance(prepared, FirstReads) and (prepared.records or prepared.queries):
             self._operations_store.read_ahead_records(
-                prepared.reads if request is None
-                else [(ctx.tables.idempotency_keys.name, request.record_id), *prepared.reads]
+                prepared.records if request is None
+                else [(ctx.tables.idempotency_keys.name, request.record_id), *prepared.records],
+                prepared.queries,
             )
         if request is None:
             return op.handler(ctx, Fields(params))

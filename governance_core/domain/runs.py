@@ -58,6 +58,7 @@ __all__ = [
     "quality_score",
     "record_span_and_agent",
     "remember_schema_version",
+    "run_hint",
     "run_schema_version",
     "runs_by_external_id",
     "schema_entry",
@@ -234,18 +235,29 @@ def prepare_checks(
     taken from :func:`remember_schema_version`'s hint, else from one read of the run (it is
     remembered then). None when there is no such run of the caller's account.
     """
-    def read() -> tuple[str, str, str] | None:
-        instance = ctx.tables.agent_instances.get(instance_id)
-        return None if instance is None else _run_hint(instance)
-
-    hint = ctx.caches.run_schema_versions.get(instance_id, read)
-    if hint is None or hint[0] != ctx.account_id:
+    hint = run_hint(ctx, instance_id)
+    if hint is None:
         return None
     schema_version = ctx.caches.schema_version(ctx.tables.agent_schema_versions, hint[1])
     if schema_version is None:
         return None
     reads = (("agent_instances", instance_id), ("agents", hint[2]))
     return PreparedChecks(schema_version["id"], compute(schema_version), reads=reads)
+
+
+def run_hint(ctx: Context, instance_id: str) -> tuple[str, str, str] | None:
+    """The account, schema version id and agent id of the caller's run ``instance_id``.
+
+    They never change: taken from :func:`remember_schema_version`'s hint, else from one
+    read of the run (remembered then). None when there is no such run of the caller's
+    account.
+    """
+    def read() -> tuple[str, str, str] | None:
+        instance = ctx.tables.agent_instances.get(instance_id)
+        return None if instance is None else _run_hint(instance)
+
+    hint = ctx.caches.run_schema_versions.get(instance_id, read)
+    return None if hint is None or hint[0] != ctx.account_id else hint
 
 
 def _run_hint(instance: Record) -> tuple[str, str, str]:

@@ -23,10 +23,10 @@ from governance_core.operations.common import (
     reach_filters,
     read_instance_ref,
 )
-from governance_core.policies.deciding import Action, decide_action
+from governance_core.policies.deciding import Action, decide_action, decision_reads
 from governance_core.policies.schema import KIND_ACTIONS
 from governance_core.registry import ANY_SCOPE, operation
-from governance_core.repository import Record
+from governance_core.repository import FirstReads, Record
 from governance_core.views import model_view
 
 __all__ = ["APPROVAL_TTL_MS", "INTERCEPTION_MAX_BYTES", "SORTABLE", "decision_details"]
@@ -60,7 +60,23 @@ def _action(fields: Fields) -> Action | None:
     return Action(kind, name, args, span_type)
 
 
-@operation("decisions/decide", write=True, scopes=ANY_SCOPE)
+def prepare_decide(ctx: Context, fields: Fields) -> FirstReads | None:
+    """What a decide reads first (:func:`decision_reads`); None when a member does not parse.
+
+    Asked only where the store reads it together (``prepares_reads``).
+    """
+    instance_id = fields.id("agent_instance_id", required=True)
+    action = fields.object("action")
+    kind = action.get("kind") if action is not None else None
+    if instance_id is None or not isinstance(kind, str):
+        return None
+    return decision_reads(ctx, instance_id, kind)
+
+
+@operation(
+    "decisions/decide", write=True, scopes=ANY_SCOPE, prepare=prepare_decide,
+    prepares_reads=True,
+)
 def decide(ctx: Context, fields: Fields) -> dict[str, Any]:
     """Decide whether a run may act now: ``allow``, ``deny`` or ``pending_approval``.
 

@@ -32,7 +32,7 @@ from governance_core.clock import format_timestamp, parse_timestamp
 from governance_core.context import Context
 from governance_core.domain.alerts import find_alert, raise_alert
 from governance_core.domain.risk import Rulesets, instance_risk_score, span_type_data_risks
-from governance_core.domain.runs import run_schema_version
+from governance_core.domain.runs import run_hint, run_schema_version
 from governance_core.errors import NotImplementedOperation
 from governance_core.policies.engine import (
     CompiledSet,
@@ -45,8 +45,17 @@ from governance_core.policies.engine import (
     require_engine,
 )
 from governance_core.policies.schema import KIND_ACTIONS, RESOURCE_TYPES, UNKNOWN
-from governance_core.repository import Filter, Record, SortKey, day_cost, tenant_filter
+from governance_core.repository import (
+    Filter,
+    FirstReads,
+    Query,
+    Record,
+    SortKey,
+    day_cost,
+    tenant_filter,
+)
 from governance_core.rules.risk import Ruleset, parse_ruleset, score_run
+from governance_core.storage.schema import day_cost_id
 
 __all__ = [
     "ALLOWED",
@@ -61,8 +70,10 @@ __all__ = [
     "approval_status",
     "compile_policies",
     "decide_action",
+    "decision_reads",
     "decision_record",
     "judge",
+    "last_tool_call_query",
     "micro_usd",
     "policy_context",
     "policy_request",
@@ -443,15 +454,42 @@ def run_tool_calls(ctx: Context, run_id: str) -> int:
 
     Each allowed call is stored numbered (``tool_call_number``; a store opened from before
     calls were numbered has its stored ones numbered as it opens), so the run's last one says
-    how many there were, however many: the read finds it at the end of its index range.
+    how many there were, however many: the read (:func:`last_tool_call_query`) finds it at
+    the end of its index range.
     """
-    last = ctx.tables.decisions.query([
+    query = last_tool_call_query(run_id)
+    last = ctx.tables.decisions.query(query.filters, query.sort, query.offset, query.limit)
+    return int(last[0]["tool_call_number"]) if last else 0
+
+
+def last_tool_call_query(run_id: str) -> Query:
+    """The query of the run ``run_id``'s last allowed tool call (:func:`run_tool_calls`)."""
+    return Query("decisions", (
         Filter("agent_instance_id", "eq", run_id),
         Filter("action_kind", "eq", "tool_call"),
         Filter("outcome", "eq", "allow"),
         Filter("tool_call_number", "ge", 1),
-    ], sort=[SortKey("tool_call_number", descending=True)], limit=1)
-    return int(last[0]["tool_call_number"]) if last else 0
+    ), (SortKey("tool_call_number", descending=True),), limit=1)
+
+
+def decision_reads(ctx: Context, run_id: str, action_kind: str) -> FirstReads | None:
+    """What a decision of an ``action_kind`` action by the run ``run_id`` reads first.
+
+    The run; its agent's cost of the day (the agent known from
+    :func:`~governance_core.domain.runs.run_hint`); for a tool call, the run's last allowed
+    one. None when the run is not the caller's. For the store to read them together as the
+    decision's transaction opens: each is read whether the policies in scope need it or
+    not, since knowing which they need takes reading the run first.
+    """
+    hint = run_hint(ctx, run_id)
+    if hint is None:
+        return None
+    tables = ctx.tables
+    day = day_cost_id(hint[2], format_timestamp(ctx.now)[:10])
+    return FirstReads(
+        ((tables.agent_instances.name, run_id), (tables.agent_day_costs.name, day)),
+        (last_tool_call_query(run_id),) if action_kind == "tool_call" else (),
+    )
 
 
 def judge(

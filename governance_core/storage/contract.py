@@ -29,6 +29,8 @@ from governance_core.storage.protocol import (
     GroupBy,
     NullsOrder,
     PreparedWrites,
+    Query,
+    ReadsTogether,
     Record,
     SortKey,
     Store,
@@ -759,6 +761,39 @@ class StoreContract:
         with store.transaction():
             _equal(store.get_many(keys), [store.get(t, i) for t, i in keys], "first statement")
         _raises(ValueError, lambda: store.get_many([("nope", "x")]), "an unknown table")
+
+    def test_records_and_queries_read_together_are_answered_as_alone(self) -> None:
+        """A store that reads records and answers queries together answers each as alone."""
+        store = self.store
+        if not isinstance(store, ReadsTogether):
+            return
+        self.put_all("teams", {"id": "t1", "name": "one"}, {"id": "t2", "name": "two"})
+        store.put("people", {"id": "p1", "name": "someone"})
+        keys = [("teams", "t1"), ("people", "p1"), ("teams", "missing"), ("ids", "t1")]
+        queries = [
+            Query("teams", (Filter("name", "in", ["one", "two"]),),
+                  (SortKey("name", descending=True),), offset=1, limit=1),
+            Query("people"),
+            Query("ids", (Filter("kind", "eq", "team"),)),
+            Query("teams", (Filter("name", "eq", "none"),)),
+        ]
+
+        def alone() -> tuple[list[Record | None], list[list[Record]]]:
+            return [store.get(t, i) for t, i in keys], [
+                store.query(q.table, q.filters, q.sort, q.offset, q.limit) for q in queries
+            ]
+
+        expected = alone()
+        _equal(expected[1][0], [{"id": "t1", "name": "one"}], "the first query alone")
+        _equal(store.read_together(keys, queries), expected, "outside a transaction")
+        _equal(store.read_together(keys, []), (expected[0], []), "records alone")
+        _equal(store.read_together([], queries), ([], expected[1]), "queries alone")
+        _equal(store.read_together([], []), ([], []), "nothing")
+        with store.transaction():
+            _equal(store.read_together(keys, queries), expected, "a transaction's first reads")
+            store.put("teams", {"id": "missing", "name": "two"})
+            _equal(store.read_together(keys, queries), alone(), "after the transaction's write")
+        _raises(ValueError, lambda: store.read_together([], [Query("nope")]), "an unknown table")
 
     def test_prepared_records_are_written_as_their_puts(self) -> None:
         """Records written many at once are stored as one put each, in order, would store them.

@@ -50,7 +50,14 @@ from governance_core.storage._common import (
     pages_by_id,
     sorted_groups,
 )
-from governance_core.storage.protocol import AggregateRow, Filter, GroupBy, Record, SortKey
+from governance_core.storage.protocol import (
+    AggregateRow,
+    Filter,
+    GroupBy,
+    Query,
+    Record,
+    SortKey,
+)
 from governance_core.storage.schema import (
     DAY_COSTS,
     IDS,
@@ -238,14 +245,34 @@ class PostgresStore:
             check_key(table, record_id)
         if not keys:
             return []
-        rows = self._execute(
-            _union_of_gets(tuple(table for table, _ in keys)),
-            [_text(record_id) for _, record_id in keys],
-        )
-        found: list[Record | None] = [None] * len(keys)
-        for index, data in rows:
-            found[index] = _id_record(data) if keys[index][0] == IDS else data
-        return found
+        return _found(keys, self._execute(*_gets_statement(keys)))
+
+    def read_together(
+        self, keys: Sequence[tuple[str, str]], queries: Sequence[Query]
+    ) -> tuple[list[Record | None], list[list[Record]]]:
+        """The records under ``keys`` and the answers of ``queries``, in one round trip.
+
+        They go in one pipeline, with the held transaction's ``BEGIN`` when it is still to be
+        sent; the answers are read once the pipeline has ended.
+        """
+        for table, record_id in keys:
+            check_key(table, record_id)
+        statements = [_gets_statement(keys)] if keys else []
+        for query in queries:
+            check_query(query.table, query.filters, query.sort)
+            check_page(query.offset, query.limit)
+            statements.append(_query_statement(query))
+        if not statements:
+            return [], []
+        with self._borrow() as conn:
+            with conn.pipeline():
+                self._open(conn)
+                cursors = [conn.execute(text, params) for text, params in statements]
+            answers = [cursor.fetchall() for cursor in cursors]
+        found = _found(keys, answers.pop(0)) if keys else []
+        return found, [
+            _query_records(query.table, rows) for query, rows in zip(queries, answers, strict=True)
+        ]
 
     # -- the port ------------------------------------------------------------------------
     @contextmanager
@@ -433,19 +460,8 @@ class PostgresStore:
         """Return the matching records, sorted, one page of them."""
         check_query(table, filters, sort)
         check_page(offset, limit)
-        where, params = _where(table, filters)
-        order = ", ".join([_order(key) for key in sort] + ['"id" ASC'])
-        text = f'SELECT data FROM "{table}"{where} ORDER BY {order}'
-        if limit is not None:
-            text += " LIMIT %s"
-            params.append(limit)
-        if offset:
-            text += " OFFSET %s"
-            params.append(offset)
-        rows = self._execute(text, params)
-        if table == IDS:
-            return [_id_record(row[0]) for row in rows]
-        return [row[0] for row in rows]
+        query = Query(table, tuple(filters), tuple(sort), offset, limit)
+        return _query_records(table, self._execute(*_query_statement(query)))
 
     def count(self, table: str, filters: Sequence[Filter] = ()) -> int:
         """Count the matching records."""
@@ -536,6 +552,41 @@ def _union_of_gets(tables: tuple[str, ...]) -> str:
         f'SELECT {index}, data FROM "{table}" WHERE "id" = %s'
         for index, table in enumerate(tables)
     )
+
+
+def _gets_statement(keys: Sequence[tuple[str, str]]) -> tuple[str, list[Any]]:
+    """The statement reading the records under ``keys``, and its parameters."""
+    tables = tuple(table for table, _ in keys)
+    return _union_of_gets(tables), [_text(record_id) for _, record_id in keys]
+
+
+def _found(keys: Sequence[tuple[str, str]], rows: list[tuple[Any, ...]]) -> list[Record | None]:
+    """The record of each of ``keys`` among the rows of :func:`_gets_statement`'s statement."""
+    found: list[Record | None] = [None] * len(keys)
+    for index, data in rows:
+        found[index] = _id_record(data) if keys[index][0] == IDS else data
+    return found
+
+
+def _query_statement(query: Query) -> tuple[str, list[Any]]:
+    """The statement answering ``query`` (checked), and its parameters."""
+    where, params = _where(query.table, query.filters)
+    order = ", ".join([_order(key) for key in query.sort] + ['"id" ASC'])
+    text = f'SELECT data FROM "{query.table}"{where} ORDER BY {order}'
+    if query.limit is not None:
+        text += " LIMIT %s"
+        params.append(query.limit)
+    if query.offset:
+        text += " OFFSET %s"
+        params.append(query.offset)
+    return text, params
+
+
+def _query_records(table: str, rows: list[tuple[Any, ...]]) -> list[Record]:
+    """The records of a query's rows."""
+    if table == IDS:
+        return [_id_record(row[0]) for row in rows]
+    return [row[0] for row in rows]
 
 
 class _Statements:

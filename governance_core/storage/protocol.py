@@ -47,8 +47,10 @@ __all__ = [
     "GroupBy",
     "NullsOrder",
     "PreparedWrites",
+    "Query",
     "ReadAhead",
     "ReadsAhead",
+    "ReadsTogether",
     "Record",
     "SortKey",
     "Store",
@@ -75,6 +77,17 @@ class SortKey:
     field: str
     descending: bool = False
     nulls: NullsOrder = "auto"
+
+
+@attrs.frozen
+class Query:
+    """A query as :meth:`Store.query` takes it, for reading ahead (:class:`ReadsTogether`)."""
+
+    table: str
+    filters: tuple[Filter, ...] = ()
+    sort: tuple[SortKey, ...] = ()
+    offset: int = 0
+    limit: int | None = None
 
 
 @attrs.frozen
@@ -259,6 +272,26 @@ class GetsMany(Protocol):
 
     def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Record | None]:
         """The records under ``keys`` (table and id), in order, None for each one missing."""
+        ...
+
+
+@runtime_checkable
+class ReadsTogether(Protocol):
+    """An optional capability: reading records by id and answering queries in one round trip.
+
+    PostgreSQL sends them in one pipeline, with the transaction's ``BEGIN`` when they are its
+    first statements. The write-behind wrapper reads what a kept write will read first with
+    it: a decision's run, its agent's cost of the day and the run's last allowed tool call.
+    """
+
+    def read_together(
+        self, keys: Sequence[tuple[str, str]], queries: Sequence[Query]
+    ) -> tuple[list[Record | None], list[list[Record]]]:
+        """The records under ``keys``, and the answer of each of ``queries``, in order.
+
+        Each record as :meth:`GetsMany.get_many` answers it, each answer as
+        :meth:`Store.query` does.
+        """
         ...
 
 

@@ -56,7 +56,9 @@ from governance_core.storage.protocol import (
     GetsMany,
     GroupBy,
     PreparedWrites,
+    Query,
     ReadsAhead,
+    ReadsTogether,
     Record,
     SortKey,
     Store,
@@ -66,6 +68,8 @@ from governance_core.storage.schema import DAY_COSTS, IDS, TABLES, kinded_tables
 __all__ = ["WriteBehindStore"]
 
 _Key = tuple[str, str]
+_RUNS = "agent_instances"
+"""The table whose writes move the day costs (the inner store's triggers keep them)."""
 _ABSENT: Any = object()
 # The filters a query of kept records can match in memory exactly as the stores do.
 _MEMORY_OPS = frozenset({"eq", "ne", "in"})
@@ -118,6 +122,9 @@ class _Memory(threading.local):
         # Query results by table, then by the query: each stands until the transaction
         # writes to its table, or a savepoint is taken back.
         self.queries: dict[str, dict[Hashable, list[Record]]] = {}
+        # Day costs read ahead (None: none stored): each stands until the transaction writes
+        # a run, which the inner store's triggers count in them.
+        self.day_costs: dict[_Key, Record | None] = {}
 
 
 class WriteBehindStore:
@@ -150,6 +157,18 @@ class WriteBehindStore:
         self._reading_ahead: ReadsAhead | None = (
             inner if isinstance(inner, ReadsAhead) else None
         )
+        self._together: ReadsTogether | None = (
+            inner if isinstance(inner, ReadsTogether) else None
+        )
+
+    @property
+    def reads_together(self) -> bool:
+        """Whether :meth:`read_ahead_records` reads a transaction's first reads together.
+
+        So when every transaction is kept and the inner store reads records and queries
+        together (:class:`~governance_core.storage.protocol.ReadsTogether`): one round trip.
+        """
+        return self._every_transaction and self._together is not None
 
     def transaction(self) -> AbstractContextManager[None]:
         """The inner store's transaction; kept records are passed on before it commits.
@@ -183,6 +202,7 @@ class WriteBehindStore:
                     memory.opened = []
                     memory.absent = set()
                     memory.queries = {}
+                    memory.day_costs = {}
             return
         memory.depth += 1
         memory.undo.append({})
@@ -205,6 +225,7 @@ class WriteBehindStore:
 
     def _take_back(self, memory: _Memory) -> None:
         memory.queries.clear()
+        memory.day_costs.clear()
         for key, (record, pending) in memory.undo.pop().items():
             if record is _ABSENT:
                 memory.records.pop(key, None)
@@ -246,6 +267,8 @@ class WriteBehindStore:
             if kept is not None:
                 return kept
         if table == DAY_COSTS:
+            if (table, record_id) in memory.day_costs:
+                return memory.day_costs[(table, record_id)]
             self._pass_on(memory, table)
         if not memory.depth or table not in self._tables:
             return self.inner.get(table, record_id)
@@ -302,14 +325,18 @@ class WriteBehindStore:
         self.read_ahead_records(keys)
         return [self.get(table, record_id) for table, record_id in keys]
 
-    def read_ahead_records(self, keys: Sequence[_Key]) -> None:
-        """Read the records under ``keys`` (table and id) together, for later gets.
+    def read_ahead_records(self, keys: Sequence[_Key], queries: Sequence[Query] = ()) -> None:
+        """Read the records under ``keys`` (table and id), and ``queries``, together, for later.
 
         Within a kept transaction, and only where the inner store reads several in one round
-        trip (:class:`~governance_core.storage.protocol.GetsMany`): the gets of those keys are
-        then answered from memory, found or not. Keys already known are not read again. A
-        transaction not kept here is the inner store's: one that reads ahead itself
-        (:class:`~governance_core.storage.protocol.ReadsAhead`) is asked to.
+        trip (:class:`~governance_core.storage.protocol.GetsMany`; with ``queries``,
+        :class:`~governance_core.storage.protocol.ReadsTogether`): the gets of those keys are
+        then answered from memory, found or not, and each query asked again as given is
+        answered as it was read, until the transaction writes to its table. A day cost read
+        ahead stands until the transaction writes a run. Keys and queries already known are
+        not read again. A transaction not kept here is the inner store's: one that reads
+        ahead itself (:class:`~governance_core.storage.protocol.ReadsAhead`) is asked to, for
+        the keys.
         """
         memory = self._memory
         if not memory.depth:
@@ -317,19 +344,58 @@ class WriteBehindStore:
                 # A transaction not kept here: the inner store keeps what it reads for it.
                 self._reading_ahead.read_ahead_records(keys)
             return
-        if self._getting is None:
-            return
+        runs_kept = any(key[0] == _RUNS for key in memory.pending)
         wanted = [
             key for key in dict.fromkeys(keys)
-            if key[0] in self._tables and key not in memory.records and key not in memory.absent
+            if (key[0] == DAY_COSTS and not runs_kept and key not in memory.day_costs)
+            or (key[0] in self._tables and key not in memory.records and key not in memory.absent)
         ]
-        if not wanted:
+        asked = [
+            (query, asking) for query in queries
+            if (asking := self._unanswered(memory, query)) is not None
+        ]
+        if self._together is not None and asked:
+            found, answers = self._together.read_together(wanted, [query for query, _ in asked])
+            for (query, asking), answer in zip(asked, answers, strict=True):
+                memory.queries.setdefault(query.table, {})[asking] = answer
+        elif self._getting is not None and wanted:
+            found = self._getting.get_many(wanted)
+        else:
             return
-        for key, record in zip(wanted, self._getting.get_many(wanted), strict=True):
-            if record is None:
+        for key, record in zip(wanted, found, strict=True):
+            if key[0] == DAY_COSTS:
+                memory.day_costs[key] = record
+            elif record is None:
                 memory.absent.add(key)
             else:
                 memory.records[key] = record
+
+    def read_together(
+        self, keys: Sequence[_Key], queries: Sequence[Query]
+    ) -> tuple[list[Record | None], list[list[Record]]]:
+        """Each record as :meth:`get` answers it, and each query as :meth:`query` does.
+
+        In a kept transaction, those not known yet are read together first
+        (:meth:`read_ahead_records`).
+        """
+        self.read_ahead_records(keys, queries)
+        return [self.get(table, record_id) for table, record_id in keys], [
+            self.query(query.table, query.filters, query.sort, query.offset, query.limit)
+            for query in queries
+        ]
+
+    def _unanswered(self, memory: _Memory, query: Query) -> Hashable | None:
+        """The key ``query`` is kept under, when it can be read ahead and is not known yet."""
+        table = query.table
+        asking = _query_key(query.filters, query.sort, query.offset, query.limit)
+        if (
+            asking is None or table not in self._tables or table == IDS
+            or asking in memory.queries.get(table, {})
+            # Its kept records are passed on before it is asked: asked now, it would miss them.
+            or any(key[0] == table for key in memory.pending)
+        ):
+            return None
+        return asking
 
     def know_absent(self, table: str, record_ids: Collection[str]) -> None:
         """Take the records of a kept table with ``record_ids`` as missing, without reading.
@@ -349,6 +415,8 @@ class WriteBehindStore:
         """Check and keep the record until the transaction commits (others: the inner put)."""
         memory = self._memory
         memory.queries.pop(table, None)
+        if table == _RUNS:
+            memory.day_costs.clear()
         if not memory.depth or table not in self._tables:
             if memory.depth:
                 self._open_savepoints(memory)
@@ -381,6 +449,8 @@ class WriteBehindStore:
         """Delete the record, kept or stored; whether it existed."""
         memory = self._memory
         memory.queries.pop(table, None)
+        if table == _RUNS:
+            memory.day_costs.clear()
         if memory.depth:
             self._open_savepoints(memory)
             key = (table, record_id)

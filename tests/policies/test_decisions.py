@@ -327,6 +327,15 @@ def test_only_what_the_policies_that_can_hold_an_action_read_is_computed(
 
     monkeypatch.setattr(world.gov.store, "count", count)
     monkeypatch.setattr(world.gov.store, "query", query)
+    together = getattr(world.gov.store, "read_together", None)
+    if together is not None:
+        # PostgreSQL reads a decision's first records and queries together: each query so
+        # read is one read of its table.
+        def read_together(keys: Any, queries: Any) -> Any:
+            asked.extend(("query", asked_query.table) for asked_query in queries)
+            return together(keys, queries)
+
+        monkeypatch.setattr(world.gov.store, "read_together", read_together)
     sent: list[dict[str, object]] = []
     built = deciding.policy_request
 

@@ -97,3 +97,44 @@ def test_a_bulk_request_of_a_hundred_spans_waits_as_one_of_three(
     # The change mark; BEGIN with the items' idempotency records; the run and its agent; the
     # writes, table by table, with the COMMIT.
     assert bulks[1] == bulks[0] == 4, bulks
+
+
+def test_a_decision_waits_for_the_server_three_times(
+    traced: tuple[Governance, Path],
+) -> None:
+    gov, trace = traced
+    session = gov.session(gov.bootstrap().token)
+    # Policies that read the run's allowed tool calls and its agent's cost of the day.
+    for name, source in (
+        ("calls", 'forbid (principal, action == Action::"call_tool", resource)'
+                  " when { context.run.tool_calls >= 1000 };"),
+        ("budget", "forbid (principal, action, resource)"
+                   " when { context.agent.cost_today_micro_usd >= 1000000000 };"),
+    ):
+        session.call("policies/create", {"name": name, "source": source})
+    agent = session.details("agents/create", {"name": "decided"})
+    run = session.details("agent_instances/register", {
+        "agent_id": agent["id"], "agent_version": {"external_identifier": "1"},
+        "agent_schema_version": {"external_identifier": "s", "span_type_schemas": [
+            {"name": "llm", "params_schema": {"type": "object"}},
+        ]},
+    })["id"]
+    session.call("agent_instances/start", {"agent_instance_id": run})
+
+    def decide(number: int) -> dict[str, Any]:
+        return session.details("decisions/decide", {
+            "agent_instance_id": run,
+            "action": {"kind": "tool_call", "name": "search", "args": {"q": number}},
+        })
+
+    # psycopg prepares a statement on its sixth run, in a round trip of its own outside a
+    # pipeline: past that, every decision is alike.
+    for number in range(8):
+        assert decide(number)["outcome"] == "allow"
+    with waits(trace) as counted:
+        decided = decide(8)
+    assert decided["outcome"] == "allow", decided
+    # The change mark of the settings (before the transaction); BEGIN with the run, its
+    # agent's cost of the day and the run's last allowed tool call, read together; the
+    # decision's write with the COMMIT.
+    assert counted == [3]

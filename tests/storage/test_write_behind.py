@@ -10,7 +10,7 @@ import pytest
 
 from governance_core.storage import SQLiteStore
 from governance_core.storage.memory import MemoryStore
-from governance_core.storage.protocol import Filter, SortKey
+from governance_core.storage.protocol import Filter, Query, SortKey
 from governance_core.storage.write_behind import WriteBehindStore
 
 
@@ -303,6 +303,79 @@ def test_records_read_ahead_together_are_answered_from_memory() -> None:
         # What was read, found or not, is not read again.
         store.read_ahead_records([("agents", "a1"), ("agents", "a9"), ("teams", "t1")])
         assert len(inner.many) == 1
+    inner.close()
+
+
+class TogetherReadingStore(ManyGettingStore):
+    """An in-memory SQLite store that answers gets and queries together, counting each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.together: list[tuple[list[tuple[str, str]], list[Query]]] = []
+
+    def read_together(
+        self, keys: Sequence[tuple[str, str]], queries: Sequence[Query]
+    ) -> tuple[list[dict[str, object] | None], list[list[dict[str, Any]]]]:
+        self.together.append((list(keys), list(queries)))
+        return (
+            [SQLiteStore.get(self, table, record_id) for table, record_id in keys],
+            [SQLiteStore.query(self, q.table, q.filters, q.sort, q.offset, q.limit)
+             for q in queries],
+        )
+
+
+def _run(run_id: str, cost: float) -> dict[str, object]:
+    return {"id": run_id, "account_id": "acc", "agent_id": "g1", "status": "running",
+            "started_at": "2026-01-02T03:04:05Z", "total_cost": cost}
+
+
+def test_queries_and_day_costs_read_ahead_together_are_answered_from_memory() -> None:
+    inner = TogetherReadingStore()
+    inner.put("agents", {"id": "a1", "name": "first", "account_id": "acc"})
+    inner.put("agent_instances", _run("r1", 2.5))
+    store = WriteBehindStore(inner)
+    named = Query("agents", (Filter("name", "eq", "first"),), (SortKey("id"),), limit=5)
+    day = ("agent_day_costs", "g1/2026-01-02")
+    with store.transaction():
+        store.read_ahead_records([("agents", "a1"), day], [named])
+        assert inner.together == [([("agents", "a1"), day], [named])]
+        inner.queries = inner.gets = 0
+        assert [r["id"] for r in store.query("agents", list(named.filters), [SortKey("id")],
+                                            limit=5)] == ["a1"]
+        assert store.get("agents", "a1") == {"id": "a1", "name": "first", "account_id": "acc"}
+        assert (store.get(*day) or {})["total_cost"] == 2.5
+        assert (inner.queries, inner.gets) == (0, 0)
+        # Another query of the table is the store's to answer.
+        assert store.query("agents", list(named.filters)) != [] and inner.queries == 1
+        # What is known is not read again.
+        store.read_ahead_records([("agents", "a1"), day], [named])
+        assert len(inner.together) == 1
+        # A write to the table: the query is asked again; a run written: the day cost too,
+        # which the store's triggers moved.
+        store.put("agents", {"id": "a0", "name": "first", "account_id": "acc"})
+        store.put("agent_instances", _run("r2", 1.0))
+        assert [r["id"] for r in store.query("agents", list(named.filters), [SortKey("id")],
+                                            limit=5)] == ["a0", "a1"]
+        assert (store.get(*day) or {})["total_cost"] == 3.5
+        assert inner.queries == 2
+        # With a run kept unwritten, a day cost is not read ahead: the store would not count
+        # the run in it yet.
+        store.put("agent_instances", _run("r3", 1.0))
+        store.read_ahead_records([day], [])
+        assert len(inner.together) == 1 and len(inner.many) == 0
+        assert (store.get(*day) or {})["total_cost"] == 4.5
+    with store.transaction():
+        # Nothing is kept for the next transaction.
+        store.read_ahead_records([day], [named])
+        assert len(inner.together) == 2
+        with pytest.raises(RuntimeError), store.transaction():
+            store.put("agent_instances", _run("r4", 10.0))
+            assert (store.get(*day) or {})["total_cost"] == 14.5
+            # Read ahead once the run is written: the savepoint's failure takes it back.
+            store.read_ahead_records([day], [named])
+            assert len(inner.together) == 2 and inner.many == [[day]]
+            raise RuntimeError("the savepoint fails")
+        assert (store.get(*day) or {})["total_cost"] == 4.5
     inner.close()
 
 
