@@ -63,7 +63,9 @@ class Operation:
     run in the same transaction has them kept first, so it reads them current. The
     ``prepare`` of a ``prepares_reads`` operation names only what its transaction will read
     first (:class:`~governance_core.repository.FirstReads`): it runs only where the store
-    reads them together (:meth:`~governance_core.repository.Tables.reads_together`).
+    reads them together, one round trip for all (the write-behind store's
+    :attr:`~governance_core.storage.write_behind.WriteBehindStore.reads_together`: on
+    PostgreSQL; SQLite reads in process, and naming them costs it more than it saves).
     """
 
     name: str

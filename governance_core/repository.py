@@ -226,21 +226,6 @@ class Tables:
         table: RecordTable = getattr(self, KIND_TABLES[kind])
         return table
 
-    def reads_together(self) -> bool:
-        """Whether a write's first reads cost the store one round trip together, not one each.
-
-        So for a PostgreSQL store, where a write's transaction is kept by the write-behind
-        wrapper (:class:`~governance_core.storage.protocol.ReadsTogether`); an operation's
-        ``prepare`` names its :class:`FirstReads` only then. SQLite reads in process: naming
-        them costs it more than it saves.
-        """
-        together = self.__dict__.get("_together")
-        if together is None:
-            together = self.__dict__["_together"] = bool(
-                getattr(self.store, "reads_together", False)
-            )
-        return bool(together)
-
     def change_mark(self, *tables: RecordTable) -> Hashable | None:
         """The store's mark of ``tables`` as they stand now, or None where it keeps none.
 

@@ -354,7 +354,7 @@ class Governance:
         self, op: Operation, principal: Principal | None, params: Mapping[str, Any]
     ) -> object:
         if op.prepare is None or (
-            op.prepares_reads and not self._operation_tables.reads_together()
+            op.prepares_reads and not self._operations_store.reads_together
         ):
             return None
         try:
@@ -527,14 +527,12 @@ class Governance:
             None if key is None or principal is None or not op.idempotent
             else IdempotentRequest(principal.account_id, op.name, key, params)
         )
-        prepared = ctx.prepared
-        if isinstance(prepared, PreparedChecks):
-            prepared = FirstReads(prepared.reads)
-        if isinstance(prepared, FirstReads) and (prepared.records or prepared.queries):
+        first = ctx.prepared.reads if isinstance(ctx.prepared, PreparedChecks) else ctx.prepared
+        if isinstance(first, FirstReads) and (first.records or first.queries):
             self._operations_store.read_ahead_records(
-                prepared.records if request is None
-                else [(ctx.tables.idempotency_keys.name, request.record_id), *prepared.records],
-                prepared.queries,
+                first.records if request is None
+                else [(ctx.tables.idempotency_keys.name, request.record_id), *first.records],
+                first.queries,
             )
         if request is None:
             return op.handler(ctx, Fields(params))

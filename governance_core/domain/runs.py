@@ -25,7 +25,7 @@ from governance_core.clock import format_timestamp
 from governance_core.context import Context
 from governance_core.converter import from_record, to_record
 from governance_core.models.agents import Agent, AgentInstance, AgentSpan, empty_instance_counts
-from governance_core.repository import Filter, Record, tenant_filter
+from governance_core.repository import Filter, FirstReads, Record, tenant_filter
 from governance_core.rules.aggregates import ACTIVITY, apply_span, latest
 from governance_core.rules.payload_validation import SpanType, validate_payload
 from governance_core.rules.states import INSTANCE, SPAN, advance
@@ -192,6 +192,10 @@ def system_checks(entry: dict[str, Any] | None, payload: dict[str, Any]) -> dict
     }
 
 
+_NOTHING_FIRST = FirstReads()
+"""What a write with nothing to read first names (shared: it is frozen)."""
+
+
 @attrs.frozen
 class PreparedChecks:
     """Payload checks and summaries made before a write's transaction, for one schema version.
@@ -202,16 +206,15 @@ class PreparedChecks:
     ``schema_version_id`` only: the write asks :meth:`for_run` with the run it read in its
     transaction, and checks the payloads itself when that answers None. ``parsed`` is what
     the operation read from its parameters to make them (whatever the run), for it to take
-    again rather than read them twice; None when it keeps nothing. ``reads`` are the records
-    the write will read, by table and id (its run and the run's agent), for the store to read
-    together as the transaction opens (:meth:`~governance_core.storage.protocol.ReadAhead.
-    read_ahead_records`).
+    again rather than read them twice; None when it keeps nothing. ``reads`` are what the
+    write will read first (its run and the run's agent), for the store to read together as
+    the transaction opens.
     """
 
     schema_version_id: str
     derived: Mapping[tuple[str, str], dict[str, Any]]
     parsed: object = None
-    reads: tuple[tuple[str, str], ...] = ()
+    reads: FirstReads = _NOTHING_FIRST
 
     def for_run(self, instance: Record, group: str, name: str) -> dict[str, Any] | None:
         """What the checks of entry ``name`` of ``group`` give a span of the run ``instance``.
@@ -241,7 +244,7 @@ def prepare_checks(
     schema_version = ctx.caches.schema_version(ctx.tables.agent_schema_versions, hint[1])
     if schema_version is None:
         return None
-    reads = (("agent_instances", instance_id), ("agents", hint[2]))
+    reads = FirstReads((("agent_instances", instance_id), ("agents", hint[2])))
     return PreparedChecks(schema_version["id"], compute(schema_version), reads=reads)
 
 

@@ -329,8 +329,7 @@ def run_request(
         tool_calls = run_tool_calls(ctx, instance["id"])
     cost_today = 0
     if reads("cost_today_micro_usd"):
-        today = format_timestamp(ctx.now)[:10]
-        cost_today = micro_usd(day_cost(ctx.tables, instance["agent_id"], today))
+        cost_today = micro_usd(day_cost(ctx.tables, instance["agent_id"], _today(ctx)))
     figures: dict[str, Callable[[], Any]] = {
         "cost_micro_usd": lambda: micro_usd(instance.get("total_cost")),
         "input_tokens": lambda: sum(
@@ -485,11 +484,16 @@ def decision_reads(ctx: Context, run_id: str, action_kind: str) -> FirstReads | 
     if hint is None:
         return None
     tables = ctx.tables
-    day = day_cost_id(hint[2], format_timestamp(ctx.now)[:10])
+    day = day_cost_id(hint[2], _today(ctx))
     return FirstReads(
         ((tables.agent_instances.name, run_id), (tables.agent_day_costs.name, day)),
         (last_tool_call_query(run_id),) if action_kind == "tool_call" else (),
     )
+
+
+def _today(ctx: Context) -> str:
+    """The UTC day of ``ctx``'s now (``YYYY-MM-DD``): the day a daily budget sums."""
+    return format_timestamp(ctx.now)[:10]
 
 
 def judge(
