@@ -6,6 +6,9 @@ Prints each figure beside its goal:
   p50 and p99, goals p50 <= 0.2 ms, p99 <= 1 ms;
 - a whole in-process ``decide`` on SQLite (the run's figures read, the policies' version
   read, the engine, the decision written and committed), p50 and p99 against the same goals;
+- the floor under it: the same statements through ``sqlite3`` alone on the same file (the
+  settings' change counts, the run, its last allowed tool call, its agent's cost of the day,
+  the decision's insert, the transaction), p50 and the decide's p50 as a multiple of it;
 - the same decide on PostgreSQL (``--url``, default ``$GOVERNANCE_TEST_POSTGRES_URL``, a new
   database dropped afterwards; skipped without one), p50 and p99, no goal: what the round
   trips to the server add;
@@ -41,6 +44,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -163,6 +167,55 @@ def in_process(
             whole.append(time.perf_counter() - began)
             assert outcome == "allow", outcome
         return engine, whole
+
+
+def raw_statements(db: Path, token: str, agent_id: str, decisions: int) -> list[float]:
+    """Latencies (seconds) of a decide's statements alone, through ``sqlite3`` on ``db``.
+
+    The floor under the in-process decide: what it asks of SQLite, without the library. The
+    settings' change counts read, then in one transaction the run, its last allowed tool
+    call and its agent's cost of the day read, and a decision written (a copy of one the
+    library stored, numbered after the run's others; the store's triggers keep its id).
+    """
+    with Governance.open(db) as gov:
+        session = gov.session(token)
+        run_id = new_run(session, agent_id)
+        stored = session.details("decisions/decide", decide_body(run_id, 0))
+    connection = sqlite3.connect(db, isolation_level=None)
+    try:
+        connection.execute("PRAGMA synchronous = NORMAL")
+        data, account_id = connection.execute(
+            "SELECT data, account_id FROM decisions WHERE id = ?", (stored["id"],)
+        ).fetchone()
+        day = f"{agent_id}/{time.strftime('%Y-%m-%d', time.gmtime())}"
+        latencies = []
+        for number in range(1, decisions + 1):
+            began = time.perf_counter()
+            connection.execute(
+                "SELECT name, count FROM _changes WHERE name IN (?, ?)",
+                ("risk_profiles", "policies"),
+            ).fetchall()
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("SELECT * FROM agent_instances WHERE id = ?", (run_id,)).fetchone()
+            connection.execute(
+                "SELECT * FROM decisions WHERE agent_instance_id = ? AND action_kind = ?"
+                " AND outcome = ? AND tool_call_number >= 1"
+                " ORDER BY tool_call_number DESC, id LIMIT 1",
+                (run_id, "tool_call", "allow"),
+            ).fetchall()
+            connection.execute("SELECT * FROM agent_day_costs WHERE id = ?", (day,)).fetchone()
+            connection.execute(
+                "INSERT INTO decisions (id, account_id, inserted_at, agent_instance_id,"
+                " agent_id, action_kind, outcome, decided_at, tool_call_number, data)"
+                " VALUES (?, ?, ?, ?, ?, 'tool_call', 'allow', ?, ?, ?)",
+                (f"{stored['id']}.{number}", account_id, stored["decided_at"], run_id,
+                 agent_id, stored["decided_at"], number + 1, data),
+            )
+            connection.execute("COMMIT")
+            latencies.append(time.perf_counter() - began)
+        return latencies
+    finally:
+        connection.close()
 
 
 def busy(
@@ -301,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         db = Path(tmp) / "decisions.db"
         token, agent_id = prepare(db)
         engine, whole = in_process(db, token, agent_id, args.decisions)
+        raw = raw_statements(db, token, agent_id, args.decisions)
         rounds = over_http(db, token, agent_id, args.requests, args.rounds)
         busy_db = Path(tmp) / "busy.db"
         busy_token, busy_agent = prepare(busy_db)
@@ -330,6 +384,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"  p99 {percentile(engine, 0.99) * ms:6.3f} ms  goal <= 1 ms")
     print(f"in-process decide:   p50 {statistics.median(whole) * ms:6.3f} ms  goal <= 0.2 ms;"
           f"  p99 {percentile(whole, 0.99) * ms:6.3f} ms  goal <= 1 ms")
+    print(f"its statements through raw sqlite3: p50 {statistics.median(raw) * ms:6.3f} ms;"
+          f"  the decide {statistics.median(whole) / statistics.median(raw):.1f} times that"
+          " (the floor under the goal: no goal)")
     if on_postgres is None:
         print("in-process decide on PostgreSQL: skipped (no --url and no"
               " $GOVERNANCE_TEST_POSTGRES_URL)")
