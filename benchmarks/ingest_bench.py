@@ -11,6 +11,11 @@ create must persist, with rows of the sizes the library wrote: read the idempote
 the run, insert the span, rewrite the run, insert the idempotency record. It runs one
 transaction a span, and 100 spans a transaction (the bulk baseline).
 
+Beside each rate, where Linux tells it (``/proc/self/io``), the bytes the process wrote a
+span (the WAL's frames, and the checkpoints' copies into the file): a commit writes every page
+it changed whole, so the pages a span create changes (its row and its indexes', its run's,
+its idempotency record's) weigh on a span a transaction more than its CPU.
+
 Reads stay flat: ``agent_instances/show`` of a run with ``--show-spans`` spans against one
 with 10.
 
@@ -20,6 +25,7 @@ Each figure is the median of ``--rounds`` rounds; each ratio is printed beside i
 from __future__ import annotations
 
 import argparse
+import math
 import sqlite3
 import statistics
 import tempfile
@@ -70,22 +76,40 @@ def prepare(gov: Governance) -> tuple[str, str]:
     return token, instance
 
 
-def library_rates(db: Path, spans: int) -> tuple[float, float]:
-    """Spans a second through the library: one a call, and in bulk requests of 100."""
+def written() -> float:
+    """Bytes this process has written so far (``wchar``); NaN where Linux does not tell."""
+    try:
+        with open("/proc/self/io") as io:
+            for line in io:
+                name, _, value = line.partition(":")
+                if name == "wchar":
+                    return float(value)
+    except OSError:
+        pass
+    return math.nan
+
+
+def library_rates(db: Path, spans: int) -> tuple[float, float, float, float]:
+    """Spans a second through the library, one a call and in bulk requests of 100; bytes a span.
+
+    Answers the two rates, then the bytes written a span of each.
+    """
     with Governance.open(db) as gov:
         token, instance = prepare(gov)
-        started = time.perf_counter()
+        before, started = written(), time.perf_counter()
         for number in range(spans):
             body = {**span_body(instance, number), "idempotency_key": f"one-{number:08d}"}
             gov.call("agent_spans/create", body, token=token)
         single = spans / (time.perf_counter() - started)
-        started = time.perf_counter()
+        single_bytes = (written() - before) / spans
+        before, started = written(), time.perf_counter()
         for batch in range(0, spans, BATCH):
             items = [{"_type": "agent_spans/create", "idempotency_key": f"bulk-{batch + i:08d}",
                       **span_body(instance, batch + i)} for i in range(BATCH)]
             gov.call("bulk", {"items": items}, token=token)
         bulk = spans / (time.perf_counter() - started)
-    return single, bulk
+        bulk_bytes = (written() - before) / spans
+    return single, bulk, single_bytes, bulk_bytes
 
 
 def stored_rows(db: Path) -> tuple[str, str, str]:
@@ -102,8 +126,13 @@ def stored_rows(db: Path) -> tuple[str, str, str]:
     return rows  # type: ignore[return-value]
 
 
-def baseline_rate(db: Path, rows: tuple[str, str, str], spans: int, batch: int) -> float:
-    """Raw sqlite3 doing a span create's minimum, ``batch`` spans a transaction; spans/s."""
+def baseline_rate(
+    db: Path, rows: tuple[str, str, str], spans: int, batch: int
+) -> tuple[float, float]:
+    """Raw sqlite3 doing a span create's minimum, ``batch`` spans a transaction.
+
+    Answers spans a second and the bytes written a span.
+    """
     span_row, run_row, key_row = rows
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
@@ -113,7 +142,7 @@ def baseline_rate(db: Path, rows: tuple[str, str, str], spans: int, batch: int) 
     conn.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, data TEXT)")
     conn.execute("CREATE TABLE keys (id TEXT PRIMARY KEY, data TEXT)")
     conn.execute("INSERT INTO runs VALUES ('run', ?)", (run_row,))
-    started = time.perf_counter()
+    before, started = written(), time.perf_counter()
     for first in range(0, spans, batch):
         conn.execute("BEGIN IMMEDIATE")
         for number in range(first, min(first + batch, spans)):
@@ -127,7 +156,7 @@ def baseline_rate(db: Path, rows: tuple[str, str, str], spans: int, batch: int) 
         conn.execute("COMMIT")
     rate = spans / (time.perf_counter() - started)
     conn.close()
-    return rate
+    return rate, (written() - before) / spans
 
 
 def show_times(db: Path, many: int, reads: int = 200) -> tuple[float, float]:
@@ -170,24 +199,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
 
-        def one_round(number: int) -> tuple[float, float, float, float]:
+        def one_round(number: int) -> tuple[float, ...]:
             library = folder / f"library-{number}.db"
-            single, bulk = library_rates(library, args.spans)
+            figures = library_rates(library, args.spans)
             rows = stored_rows(library)
             one = baseline_rate(folder / f"raw-{number}.db", rows, args.spans, 1)
             batched = baseline_rate(folder / f"batched-{number}.db", rows, args.spans, BATCH)
-            return single, bulk, one, batched
+            return (*figures, *one, *batched)
 
-        single, bulk, one, batched = median_of(args.rounds, one_round)
+        (single, bulk, single_bytes, bulk_bytes, one, one_bytes, batched,
+         batched_bytes) = median_of(args.rounds, one_round)
         small, big = show_times(folder / "show.db", args.show_spans)
     print(f"medians of {args.rounds} rounds of {args.spans} spans")
-    print(f"raw sqlite3 minimum, 1 span a transaction:    {one:8.0f} spans/s  (baseline)")
+    kb = 1 / 1024
+    print(f"raw sqlite3 minimum, 1 span a transaction:    {one:8.0f} spans/s  (baseline);"
+          f"  {one_bytes * kb:6.1f} KB written a span")
     print(f"raw sqlite3 minimum, {BATCH} spans a transaction:  {batched:8.0f} spans/s  "
-          "(bulk baseline)")
+          f"(bulk baseline);  {batched_bytes * kb:6.1f} KB written a span")
     print(f"library, 1 span a call:                       {single:8.0f} spans/s  "
-          f"ratio {single / one:.2f}  goal >= {GOALS['single']}")
+          f"ratio {single / one:.2f}  goal >= {GOALS['single']};"
+          f"  {single_bytes * kb:6.1f} KB written a span ({single_bytes / one_bytes:.1f} times)")
     print(f"library, bulk of {BATCH} spans a call:             {bulk:8.0f} spans/s  "
-          f"ratio {bulk / batched:.2f}  goal >= {GOALS['bulk']}")
+          f"ratio {bulk / batched:.2f}  goal >= {GOALS['bulk']};"
+          f"  {bulk_bytes * kb:6.1f} KB written a span ({bulk_bytes / batched_bytes:.1f} times)")
     print(f"instance show, 10 spans: {small * 1e3:.2f} ms; {args.show_spans} spans: "
           f"{big * 1e3:.2f} ms  ratio {big / small:.2f}  goal <= {GOALS['show']}")
 
