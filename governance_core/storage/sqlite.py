@@ -65,6 +65,8 @@ RETRY_AFTER_MS = 250
 CHECKPOINT_INTERVAL_S = 0.2
 """How often a file store's checkpointer moves committed pages from the WAL into the file."""
 _FALLBACK_CHECKPOINT_PAGES = 20_000
+_TEMPORARY_IN_MEMORY = 2
+_TEMPORARY_AS_BUILT = 0
 _T = TypeVar("_T")
 _FIRST_PAUSE_S = 0.0005
 _LAST_PAUSE_S = 0.004
@@ -200,6 +202,12 @@ class SQLiteStore:
                 lambda: conn.execute("PRAGMA journal_mode = WAL"), self.busy_timeout_ms / 1000
             )
             conn.execute("PRAGMA synchronous = NORMAL")
+            # A statement keeps the pages it changes as they were, to be taken back alone; past
+            # 64 KiB SQLite moves them to a temporary file, which then takes every later
+            # statement's for the rest of the transaction: in a bulk request or an OTLP step,
+            # four times the bytes the WAL takes. One statement of this adapter changes a few
+            # records' pages (migrations, which change whole tables, use files: _migrate).
+            conn.execute(f"PRAGMA temp_store = {_TEMPORARY_IN_MEMORY}")
             # The checkpointer keeps the WAL far below this; a commit checkpoints only where no
             # checkpointer runs (a process forked from the one that opened the store).
             conn.execute(f"PRAGMA wal_autocheckpoint = {_FALLBACK_CHECKPOINT_PAGES}")
@@ -734,6 +742,18 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
     A file written by a newer schema is refused: this code would leave the newer columns stale.
     """
     db = sqlite_utils.Database(conn)
+    (kept,) = conn.execute("PRAGMA temp_store").fetchone()
+    # Its statements may change every row of a table: their undo pages go to files.
+    conn.execute(f"PRAGMA temp_store = {_TEMPORARY_AS_BUILT}")
+    try:
+        _migrate_in_transaction(conn, db, timeout_s)
+    finally:
+        conn.execute(f"PRAGMA temp_store = {kept}")
+
+
+def _migrate_in_transaction(
+    conn: sqlite3.Connection, db: sqlite_utils.Database, timeout_s: float
+) -> None:
     _patiently(lambda: conn.execute("BEGIN IMMEDIATE"), timeout_s)
     try:
         meta = db.table("_meta")

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from governance_core.errors import TemporarilyUnavailable
 from governance_core.storage import Filter, SortKey, SQLiteStore, Store
+from governance_core.storage import sqlite as sqlite_adapter
 from governance_core.storage.schema import SCHEMA_VERSION, TABLES
 from governance_core.storage.sqlite import BUSY_TIMEOUT_MS, RETRY_AFTER_MS
 
@@ -587,6 +588,59 @@ def test_a_rewrite_that_moves_only_a_last_activity_writes_one_page(
         store.put(table, {**record, "last_activity_span_at": "2026-11-21T16:42:01.000000Z"})
     frames = raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
     assert frames == 1
+
+
+def _temporary_files() -> list[str]:
+    """The temporary files SQLite holds open in this process (made and unlinked at once)."""
+    found = []
+    for number in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{number}")
+        except OSError:
+            continue
+        if "etilqs_" in target:
+            found.append(target)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux's /proc")
+def test_a_long_transaction_keeps_its_statements_undo_pages_in_memory(store: SQLiteStore) -> None:
+    # A statement of a transaction keeps the pages it changes as they were, to take it back
+    # alone: past 64 KiB, SQLite's default moves them to a temporary file, which then takes
+    # every later statement's for the rest of the transaction (a bulk request, an OTLP step).
+    seen: list[str] = []
+    with store.transaction():
+        for number in range(400):
+            store.put("agent_spans", {
+                "id": f"span-{number:06d}", "account_id": "a1", "agent_id": "g1",
+                "agent_instance_id": "r1", "status": "complete",
+                "started_at": f"2026-11-21T16:42:00.{number:06d}Z", "payload": "x" * 1500,
+            })
+            seen += _temporary_files()
+    assert seen == []
+
+
+def test_a_migration_keeps_its_undo_pages_in_files(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A migration's statements may change every row of a table, more than memory holds.
+    _old_file(path)
+    seen: list[int] = []
+    migrate_table = sqlite_adapter._migrate_table
+
+    def watched(db: Any, table: Any, *, upgrading: bool) -> None:
+        seen.append(db.conn.execute("PRAGMA temp_store").fetchone()[0])
+        migrate_table(db, table, upgrading=upgrading)
+
+    monkeypatch.setattr(sqlite_adapter, "_migrate_table", watched)
+    store = SQLiteStore(path)
+    try:
+        # SQLite's default as it was built (0) while migrating, memory (2) for the writes after.
+        assert seen and set(seen) == {0}
+        with store._use() as link:
+            assert link.conn.execute("PRAGMA temp_store").fetchone() == (2,)
+    finally:
+        store.close()
 
 
 def _checkpointers() -> list[threading.Thread]:
