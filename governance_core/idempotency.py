@@ -12,8 +12,10 @@ members responses share, in Base64 (:func:`pack_response`); a span create's resp
 about a third of its plain JSON. Records older than the window (:data:`KEEP_FOR`; decisions
 5: at least 24 hours) are deleted by :func:`purge_expired_keys`, a bounded batch at a time.
 
-A caller that is never answered a stored response (the OTLP ingest) keeps a digest alone
-(:func:`keep_digest`), under a scope of its own that no key sent to an operation reaches.
+The OTLP ingest, which never answers a stored response, keeps no record: each span it stores
+holds its create's digest. Records of the digest alone, under a scope of the ingest's own
+(no key sent to an operation reaches it), are what it kept before, read for the spans stored
+then.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ __all__ = [
     "PURGE_BATCH",
     "IdempotentRequest",
     "fingerprint",
-    "keep_digest",
     "key_already_used",
     "pack_response",
     "purge_expired_keys",
@@ -233,17 +234,6 @@ def key_already_used(key: str, operation: str) -> IdempotencyKeyAlreadyUsed:
     return IdempotencyKeyAlreadyUsed(
         f"idempotency key {key!r} was already used with a different {operation} request"
     )
-
-
-def keep_digest(ctx: Context, scope: str, key: str, digest: str) -> None:
-    """Store a request's digest alone under ``key`` (its record id is :func:`record_id`'s).
-
-    For a caller that compares what it sends again with what it sent, and never answers a
-    stored response: the OTLP ingest keeps one per span. ``scope`` stands where a record
-    names its operation: a scope of the caller's own, so that no idempotency key sent to an
-    operation finds a record without a response. It is purged as the others are.
-    """
-    _keep(ctx, record_id(ctx.account_id, scope, key), scope, digest, {})
 
 
 def _keep(

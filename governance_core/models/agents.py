@@ -249,6 +249,11 @@ class AgentSpan:
     result_payload_validation: dict[str, Any] | None = attrs.field(
         default=None, metadata=described(managed=True)
     )
+    # The digest of the create that stored it, where the OTLP ingest stored it: an export
+    # sent again is compared with what it sent (governance_core.otel.ingest).
+    create_digest: str | None = attrs.field(
+        default=None, metadata=described(managed=True, shown=False)
+    )
 
 
 @resource("alert")

@@ -4,20 +4,21 @@
 only through :meth:`Governance.call <governance_core.service.Governance.call>` (agents,
 environments, ``agent_instances/register``, ``agent_spans/create``, ``record_quality``,
 ``agent_instances/finish``), with ids and idempotency keys derived from the OTel ids, and
-keeps a digest of each span it stored (:func:`~governance_core.idempotency.keep_digest`).
+keeps on each span it stored the digest of its create (``create_digest``, which no view shows).
 
 An export is written in steps (:class:`ExportSteps`), each its own store transaction, so that
 a large export never holds the store's writer for longer than one step: other writers take
 turns between steps. A step ends after a number of spans or a time, whichever comes first; a
 trace may span several steps (each span write updates its run's aggregates in its own
 transaction, so where a trace is cut changes nothing that is stored). Every span's id is
-derived from the OTel ids, and the span is stored with the digest of its create in the same
-transaction, so an export sent again after it was cut short stores only what its earlier
-attempts did not: the spans they stored are found by their digests (read a step's worth in
-one query, and compared with what is sent, so a span sent again with other content is still
-refused), and nothing is stored twice. A digest is all that is kept: no response of a span's
-create is ever answered again, so none is stored (a create's idempotency record keeps its
-whole response).
+derived from the OTel ids, and the span is stored with the digest of its create, so an
+export sent again (after it was cut short, or days later) stores only what its earlier
+attempts did not: the spans they stored are read by id (a step's worth in one query) and
+their digests compared with what is sent, so a span sent again with other content is still
+refused, and nothing is stored twice. A digest is all that is kept: no response of a span's
+create is ever answered again, so none is stored, and no idempotency record either (its
+random id cost each span a page of the records' index in every commit). Spans stored before
+the digest was kept on them have it in an idempotency record, read for them alone.
 
 Before each step's transaction opens, the payloads of the spans it will write are checked
 against the schema version their run has, or will have once registered (the one of the
@@ -50,7 +51,6 @@ from governance_core.errors import GovernanceError, TemporarilyUnavailable
 from governance_core.fields import Fields
 from governance_core.idempotency import (
     fingerprint,
-    keep_digest,
     key_already_used,
     record_id,
     same_request,
@@ -73,7 +73,7 @@ from governance_core.otel.mapping import (
     timestamp,
 )
 from governance_core.otel.model import Rejection, Span
-from governance_core.repository import Filter, Record, SortKey, tenant_filter
+from governance_core.repository import Filter, Record, RecordTable, SortKey, tenant_filter
 from governance_core.service import Governance
 
 if TYPE_CHECKING:
@@ -106,9 +106,10 @@ STEP_PAUSE_SECONDS: Final = 0.002
 _CUT_RETRY_AFTER_MS: Final = 1000
 _CREATE: Final = "agent_spans/create"
 _SPAN_DIGESTS: Final = "otel/span"
-"""The scope of the digests the ingest keeps of the spans it stored (by derived span id): its
-own, so that no idempotency key sent to ``agent_spans/create`` finds one of them."""
-# Spans whose stored idempotency records are read in one query.
+"""The scope of the idempotency records that held the digests of the spans the ingest stored
+(by derived span id) before each span held its own: its own scope, so that no idempotency key
+sent to ``agent_spans/create`` finds one of them. Read for spans stored without a digest."""
+# Spans read ahead in one query.
 _LOOKAHEAD: Final = STEP_SPANS
 
 _ENVIRONMENT_PURPOSES: Final = {
@@ -292,6 +293,16 @@ def _progress(recorder: _Recorder, total: int) -> str:
         f" request) and {total - recorder.done} were not reached; send it again to store the"
         " rest (spans already stored are replayed, not stored twice)"
     )
+
+
+def _read_ahead(table: RecordTable, record_ids: list[str]) -> list[Record] | None:
+    """The records of ``table`` under ``record_ids`` that exist, read together for later gets.
+
+    None where the store cannot read ahead (the caller queries them instead).
+    """
+    if not table.read_ahead(record_ids):
+        return None
+    return [record for record_id in record_ids if (record := table.get(record_id)) is not None]
 
 
 def _key(*parts: str) -> str:
@@ -519,9 +530,10 @@ class _Recorder:
 
         One query for many spans: an export sent again after it was cut short finds what
         its earlier attempts stored without a call per span. Empty when the caller may not
-        create spans (each call then refuses its span, as it should). A span stored before
-        the ingest kept digests of its own was stored by a create with an idempotency key,
-        whose record is read too.
+        create spans (each call then refuses its span, as it should). Each stored span holds
+        its create's digest; for one stored without it, the idempotency record that held it
+        is read (under the ingest's scope; or, stored before that, by a create with the
+        idempotency key the ingest derived).
 
         For a ``new_run`` (registered in the step under way) nothing is read: until the step
         commits no one else can know the run's id, so no record is keyed by the span ids
@@ -539,24 +551,35 @@ class _Recorder:
                 batch.known_unnamed(span_ids)
             tables.ids.know_absent(span_ids)
             return {}
+        # Each create's look-ups (whether its id is taken or named as a parent by another
+        # run's span) are answered from what these read for the step.
+        read_unnamed(ctx, span_ids, run_id)
+        spans_found = _read_ahead(tables.agent_spans, span_ids)
+        if spans_found is not None:
+            tables.ids.read_ahead(span_ids)
+        else:
+            spans_found = tables.agent_spans.query([Filter("id", "in", span_ids)])
+        stored: dict[str, str] = {}
+        without: list[str] = []
+        for record in spans_found:
+            digest = record.get("create_digest")
+            if digest is not None:
+                stored[record["id"]] = digest
+            else:
+                without.append(record["id"])
+        if without:
+            stored.update(self._digests_kept_apart(tables.idempotency_keys, without))
+        return stored
+
+    def _digests_kept_apart(self, keys: RecordTable, span_ids: list[str]) -> dict[str, str]:
+        """The create digests of stored spans that do not hold one, from idempotency records."""
         account_id = self.principal.account_id
         by_record: dict[str, str] = {}
         for span_id in span_ids:
             by_record[record_id(account_id, _SPAN_DIGESTS, span_id)] = span_id
             by_record[record_id(account_id, _CREATE, _key(span_id))] = span_id
-        keys = tables.idempotency_keys
-        found: list[Record | None]
-        # Each create's look-ups (whether its id is taken or named as a parent by another
-        # run's span) are answered from what these read for the step.
-        read_unnamed(ctx, span_ids, run_id)
-        if keys.read_ahead(list(by_record)):
-            tables.ids.read_ahead(span_ids)
-            found = [keys.get(key) for key in by_record]
-        else:
-            found = list(keys.query([Filter("id", "in", list(by_record))]))
-        return {
-            by_record[record["id"]]: record["fingerprint"] for record in found if record is not None
-        }
+        found = keys.query([Filter("id", "in", list(by_record))])
+        return {by_record[record["id"]]: record["fingerprint"] for record in found}
 
     def record_span(
         self,
@@ -603,9 +626,7 @@ class _Recorder:
             # is a savepoint of the step's transaction.
             with self.governance.transaction():
                 self.call(_CREATE, create, prepared)
-                keep_digest(
-                    self.governance.context(self.principal), _SPAN_DIGESTS, span_id, digest
-                )
+                self.keep_digest(span_id, digest)
                 self.record_evaluations(run_id, quality_records(span, span_id))
                 self.keep_parties(run_id, span)
         except TemporarilyUnavailable:
@@ -615,6 +636,17 @@ class _Recorder:
             return
         self.accepted += 1
         self.new += 1
+
+    def keep_digest(self, span_id: str, digest: str) -> None:
+        """Keep on the span just created the digest of its create, in the span's savepoint.
+
+        The create left the span in the transaction's memory: this rewrites it there, and
+        the span is written once, at the step's end.
+        """
+        spans = self.governance.context(self.principal).tables.agent_spans
+        created = spans.get(span_id)
+        assert created is not None, "the span's create has just stored it"
+        spans.put({**created, "create_digest": digest})
 
     def record_evaluations(
         self, run_id: str, records: list[tuple[str, dict[str, Any]]]

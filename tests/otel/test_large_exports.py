@@ -408,14 +408,19 @@ def test_the_ingest_keeps_a_digest_of_each_span_and_no_response(
 ) -> None:
     spans = spans_of(1, 3)
     ingest(gov, principal, spans)
-    records = gov.store.query("idempotency_keys", [Filter("operation", "eq", "otel/span")])
-    assert len(records) == 3
-    assert {frozenset(record) for record in records} == {
-        frozenset({"id", "account_id", "operation", "fingerprint", "inserted_at"})
-    }
-    # A create sent with the key the ingest derives finds none of them: it is refused as any
+    # On each span, which no view shows; no idempotency record at all.
+    stored = stored_spans(gov, principal)
+    assert len(stored) == 3
+    assert all(span["create_digest"].startswith("2:") for span in stored)
+    assert gov.store.query("idempotency_keys") == []
+    shown = [
+        gov.call("agent_spans/show", {"agent_span_id": span["id"]}, token=boot.token)["details"]
+        for span in stored
+    ]
+    assert all(span["id"] and "create_digest" not in span for span in shown)
+    # A create sent with the key the ingest derives finds no record: it is refused as any
     # create of an id that is taken, not answered a response nobody stored.
-    span = stored_spans(gov, principal)[0]
+    span = stored[0]
     with pytest.raises(GovernanceError) as refused:
         gov.call("agent_spans/create", {
             "id": span["id"], "agent_instance_id": span["agent_instance_id"],
@@ -425,21 +430,23 @@ def test_the_ingest_keeps_a_digest_of_each_span_and_no_response(
     assert refused.value.code == "conflict"
 
 
+@pytest.mark.parametrize("scope", ["otel/span", "agent_spans/create"])
 def test_a_span_stored_with_an_idempotency_record_is_found_when_sent_again(
-    gov: Governance, principal: Principal, store: CountingStore,
+    gov: Governance, principal: Principal, store: CountingStore, scope: str,
 ) -> None:
-    # As spans were stored before the ingest kept digests of its own: each by a create whose
+    # As spans were stored before each held its create's digest: the digest in a record of
+    # the ingest's own scope; or, before that, each span stored by a create whose
     # idempotency key the ingest derived, its record holding the create's fingerprint.
     spans = spans_of(1, 4)
     ingest(gov, principal, spans)
-    for record in gov.store.query("idempotency_keys", [Filter("operation", "eq", "otel/span")]):
-        [span_id] = [s["id"] for s in stored_spans(gov, principal)
-                     if record_id(principal.account_id, "otel/span", s["id"]) == record["id"]]
+    for span in stored_spans(gov, principal):
+        key = span["id"] if scope == "otel/span" else f"otel-{span['id']}"
         with gov.store.transaction():
-            gov.store.delete("idempotency_keys", record["id"])
+            gov.store.put("agent_spans", {**span, "create_digest": None})
             gov.store.put("idempotency_keys", {
-                **record, "operation": "agent_spans/create",
-                "id": record_id(principal.account_id, "agent_spans/create", f"otel-{span_id}"),
+                "id": record_id(principal.account_id, scope, key),
+                "account_id": principal.account_id, "operation": scope,
+                "fingerprint": span["create_digest"], "inserted_at": span["inserted_at"],
             })
     store.committed.clear()
     result = ingest(gov, principal, [*spans[:2], _renamed(spans[2]), spans[3]])
