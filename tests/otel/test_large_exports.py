@@ -39,7 +39,7 @@ from governance_core.otel.ingest import (
 from governance_core.otel.model import Span
 from governance_core.otel.otlp_codec import decode_protobuf
 from governance_core.service import Bootstrap, Governance
-from governance_core.storage import Filter, MemoryStore
+from governance_core.storage import MemoryStore
 from governance_core.storage.sqlite import SQLiteStore
 from governance_http.body import BodyLimits
 from governance_http.otlp import add_otlp_routes
