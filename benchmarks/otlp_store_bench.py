@@ -14,8 +14,10 @@ Rounds alternate them.
 
 Each round prints the CPU time a span of this process (the library) and, for PostgreSQL, of
 the server's processes too (read from ``/proc``: the server must run on this machine, else
-that figure is left out). Then the medians, what judging costs a span against SQLite's, and
-the ratio of PostgreSQL's (library and database) to SQLite's against the goal of 1.5.
+that figure is left out); for SQLite, the bytes this process wrote a span (its WAL frames and
+checkpoints, from ``/proc/self/io``, where Linux tells it). Then the medians, what judging
+costs a span against SQLite's, and the ratio of PostgreSQL's (library and database) to
+SQLite's against the goal of 1.5.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from decision_bench import POLICIES, policy_source
+from ingest_bench import written
 from opentelemetry.sdk.trace import ReadableSpan
 from otlp_bench import BATCH, make_traces
 from postgres_bench import scratch_database
@@ -60,12 +63,13 @@ def database_cpu() -> float | None:
 
 def record(
     location: str, traces: list[list[ReadableSpan]], policies: int = 0
-) -> tuple[float, float | None]:
-    """Record ``traces`` into the store at ``location``; the CPU seconds it took.
+) -> tuple[float, float | None, float]:
+    """Record ``traces`` into the store at ``location``; the CPU seconds it took, and bytes.
 
-    Those of this process, and of the database server (None where none runs on this machine).
-    With ``policies``, that many of the decision benchmark's policies are live first, and
-    every span is judged as it is recorded (detective mode).
+    The CPU seconds of this process and of the database server (None where none runs on this
+    machine), and the bytes this process wrote meanwhile. With ``policies``, that many of the
+    decision benchmark's policies are live first, and every span is judged as it is recorded
+    (detective mode).
     """
     gov = Governance.open(location, encryption_key=generate_key())
     try:
@@ -77,15 +81,15 @@ def record(
             })
         exporter = GovernanceSpanExporter(gov, token)
         database = database_cpu() if location.startswith("postgresql") else None
-        began = time.process_time()
+        began, bytes_before = time.process_time(), written()
         for trace in traces:
             exporter.export(trace)
             assert exporter.last_result is not None and not exporter.last_result.rejected
-        mine = time.process_time() - began
+        mine, wrote = time.process_time() - began, written() - bytes_before
         after = database_cpu() if database is not None else None
     finally:
         gov.close()
-    return mine, None if database is None or after is None else after - database
+    return mine, None if database is None or after is None else after - database, wrote
 
 
 def main() -> None:
@@ -99,41 +103,48 @@ def main() -> None:
     spans = sum(len(trace) for trace in traces)
     ms = 1e3 / spans
 
-    def sqlite() -> tuple[float, float | None]:
+    def sqlite() -> tuple[float, float | None, float]:
         with tempfile.TemporaryDirectory() as scratch:
             return record(str(Path(scratch) / "bench.db"), traces)
 
-    def postgres() -> tuple[float, float | None]:
+    def postgres() -> tuple[float, float | None, float]:
         with scratch_database(args.url) as url:
             return record(url, traces)
 
-    def judged() -> tuple[float, float | None]:
+    def judged() -> tuple[float, float | None, float]:
         with tempfile.TemporaryDirectory() as scratch:
             return record(str(Path(scratch) / "bench.db"), traces, policies=POLICIES)
 
-    stores: dict[str, Callable[[], tuple[float, float | None]]] = {
+    stores: dict[str, Callable[[], tuple[float, float | None, float]]] = {
         "SQLite": sqlite, f"SQLite, {POLICIES} policies": judged,
     }
     if args.url:
         stores["PostgreSQL"] = postgres
     else:
         print("PostgreSQL skipped: no --url and no $GOVERNANCE_TEST_POSTGRES_URL")
-    figures: dict[str, list[tuple[float, float | None]]] = {name: [] for name in stores}
+    figures: dict[str, list[tuple[float, float | None, float]]] = {name: [] for name in stores}
     for number in range(1, args.rounds + 1):
         for name, measure in stores.items():
-            mine, database = measure()
-            figures[name].append((mine, database))
-            extra = "" if database is None else f", the database {database * ms:.3f} ms"
+            mine, database, wrote = measure()
+            figures[name].append((mine, database, wrote))
+            if name == "PostgreSQL":
+                # This process writes to a socket there, not to files: no bytes shown.
+                extra = "" if database is None else f", the database {database * ms:.3f} ms"
+            else:
+                extra = f", {wrote / spans / 1024:.1f} KB written a span"
             print(f"round {number}, {name}: the library {mine * ms:.3f} CPU ms a span{extra}")
-    sqlite_ms = statistics.median(mine for mine, _ in figures["SQLite"]) * ms
+    sqlite_ms = statistics.median(mine for mine, _, _ in figures["SQLite"]) * ms
+    sqlite_kb = statistics.median(wrote for _, _, wrote in figures["SQLite"]) / spans / 1024
     print(f"\n{spans} spans, medians of {args.rounds} rounds")
-    print(f"SQLite:     {sqlite_ms:.3f} CPU ms a span")
-    judged_ms = statistics.median(mine for mine, _ in figures[f"SQLite, {POLICIES} policies"]) * ms
+    print(f"SQLite:     {sqlite_ms:.3f} CPU ms a span, {sqlite_kb:.1f} KB written a span")
+    judged_ms = statistics.median(
+        mine for mine, _, _ in figures[f"SQLite, {POLICIES} policies"]
+    ) * ms
     print(f"SQLite with the decision benchmark's {POLICIES} policies live (every span judged):"
           f" {judged_ms:.3f} CPU ms a span, {judged_ms / sqlite_ms:.2f} times SQLite's")
     if "PostgreSQL" in figures:
-        library = statistics.median(mine for mine, _ in figures["PostgreSQL"]) * ms
-        databases = [database for _, database in figures["PostgreSQL"] if database is not None]
+        library = statistics.median(mine for mine, _, _ in figures["PostgreSQL"]) * ms
+        databases = [database for _, database, _ in figures["PostgreSQL"] if database is not None]
         line = f"PostgreSQL: {library:.3f} CPU ms a span (the library)"
         total = library
         if databases:
