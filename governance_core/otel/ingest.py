@@ -295,16 +295,6 @@ def _progress(recorder: _Recorder, total: int) -> str:
     )
 
 
-def _read_ahead(table: RecordTable, record_ids: list[str]) -> list[Record] | None:
-    """The records of ``table`` under ``record_ids`` that exist, read together for later gets.
-
-    None where the store cannot read ahead (the caller queries them instead).
-    """
-    if not table.read_ahead(record_ids):
-        return None
-    return [record for record_id in record_ids if (record := table.get(record_id)) is not None]
-
-
 def _key(*parts: str) -> str:
     return "otel-" + "-".join(parts)
 
@@ -552,21 +542,22 @@ class _Recorder:
             tables.ids.know_absent(span_ids)
             return {}
         # Each create's look-ups (whether its id is taken or named as a parent by another
-        # run's span) are answered from what these read for the step.
+        # run's span) are answered from what these read for the step, and so are the gets of
+        # the spans below: one query a table.
         read_unnamed(ctx, span_ids, run_id)
-        spans_found = _read_ahead(tables.agent_spans, span_ids)
-        if spans_found is not None:
-            tables.ids.read_ahead(span_ids)
-        else:
-            spans_found = tables.agent_spans.query([Filter("id", "in", span_ids)])
+        tables.ids.read_ahead(span_ids)
+        tables.agent_spans.read_ahead(span_ids)
         stored: dict[str, str] = {}
         without: list[str] = []
-        for record in spans_found:
+        for span_id in span_ids:
+            record = tables.agent_spans.get(span_id)
+            if record is None:
+                continue
             digest = record.get("create_digest")
             if digest is not None:
-                stored[record["id"]] = digest
+                stored[span_id] = digest
             else:
-                without.append(record["id"])
+                without.append(span_id)
         if without:
             stored.update(self._digests_kept_apart(tables.idempotency_keys, without))
         return stored

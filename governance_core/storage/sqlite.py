@@ -65,8 +65,6 @@ RETRY_AFTER_MS = 250
 CHECKPOINT_INTERVAL_S = 0.2
 """How often a file store's checkpointer moves committed pages from the WAL into the file."""
 _FALLBACK_CHECKPOINT_PAGES = 20_000
-_TEMPORARY_IN_MEMORY = 2
-_TEMPORARY_AS_BUILT = 0
 _T = TypeVar("_T")
 _FIRST_PAUSE_S = 0.0005
 _LAST_PAUSE_S = 0.004
@@ -207,7 +205,7 @@ class SQLiteStore:
             # statement's for the rest of the transaction: in a bulk request or an OTLP step,
             # four times the bytes the WAL takes. One statement of this adapter changes a few
             # records' pages (migrations, which change whole tables, use files: _migrate).
-            conn.execute(f"PRAGMA temp_store = {_TEMPORARY_IN_MEMORY}")
+            conn.execute("PRAGMA temp_store = MEMORY")
             # The checkpointer keeps the WAL far below this; a commit checkpoints only where no
             # checkpointer runs (a process forked from the one that opened the store).
             conn.execute(f"PRAGMA wal_autocheckpoint = {_FALLBACK_CHECKPOINT_PAGES}")
@@ -744,7 +742,7 @@ def _migrate(conn: sqlite3.Connection, timeout_s: float) -> None:
     db = sqlite_utils.Database(conn)
     (kept,) = conn.execute("PRAGMA temp_store").fetchone()
     # Its statements may change every row of a table: their undo pages go to files.
-    conn.execute(f"PRAGMA temp_store = {_TEMPORARY_AS_BUILT}")
+    conn.execute("PRAGMA temp_store = DEFAULT")
     try:
         _migrate_in_transaction(conn, db, timeout_s)
     finally:
